@@ -1,0 +1,93 @@
+/*
+ * job.h: the fully resolved parameters of one xjoin run.
+ *
+ * defines: xj_job, xj_metric, xj_command, job_defaults, job_check,
+ *          job_print, metric_name, metric_parse
+ *
+ * Resolution order: defaults < INI file (--config) < command line. Rank 0
+ * resolves and validates; the struct is plain data (fixed-size strings, no
+ * pointers) so it is broadcast to every rank as bytes.
+ */
+#ifndef XJ_JOB_H
+#define XJ_JOB_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+#define XJ_PATH_MAX 1024
+#define XJ_NAME_MAX 256
+
+typedef enum xj_command {
+	XJ_CMD_NONE = 0,
+	XJ_CMD_TOPK,
+	XJ_CMD_MATRIX,
+	XJ_CMD_PLAN,    /* prints the plan; plan_of says for which command */
+	XJ_CMD_GEN,
+} xj_command;
+
+typedef enum xj_metric {
+	XJ_METRIC_L2 = 0,        /* Euclidean distance, smaller is better */
+	XJ_METRIC_SQEUCLIDEAN,   /* squared Euclidean distance */
+	XJ_METRIC_COSINE,        /* 1 - cos(q, b), smaller is better */
+	XJ_METRIC_IP,            /* inner product, larger is better */
+} xj_metric;
+
+typedef struct xj_job {
+	xj_command command;
+	xj_command plan_of;           /* XJ_CMD_TOPK or XJ_CMD_MATRIX for 'plan' */
+
+	/* inputs: FILE[:DATASET]; dataset empty until resolved */
+	char query_file[XJ_PATH_MAX];
+	char query_dset[XJ_NAME_MAX];
+	char base_file[XJ_PATH_MAX];
+	char base_dset[XJ_NAME_MAX];
+	char output[XJ_PATH_MAX];
+	char config[XJ_PATH_MAX];     /* INI file the job came from, or "" */
+
+	/* what to compute */
+	xj_metric metric;
+	int64_t k;
+	int has_threshold;
+	double threshold;             /* in the metric's own units */
+	int self;                     /* exclude pairs (i, i) */
+	int force;                    /* overwrite an existing output */
+
+	/* resources */
+	int64_t mem_limit_bytes;      /* 0: from available memory */
+	double mem_fraction;          /* share of available memory, (0, 1] */
+	int64_t chunk_rows;           /* 0: planner decides; >0 forces chunks */
+	int threads;                  /* OpenMP threads per rank, 0: default */
+	int progress;                 /* progress lines on stderr (rank 0) */
+	char report_json[XJ_PATH_MAX];  /* JSON twin of the final report */
+
+	/* gen */
+	int64_t gen_rows;
+	int64_t gen_dim;
+	int64_t gen_queries;          /* rows of /test written next to /train */
+	int64_t gen_clusters;         /* 0: Gaussian noise, >0: that many blobs */
+	uint64_t seed;
+
+	/* resolved from the inputs (filled by app after probing) */
+	int64_t n;                    /* query rows */
+	int64_t m;                    /* base rows */
+	int64_t d;                    /* dimension */
+} xj_job;
+
+/* Fill every field with its default. */
+void job_defaults(xj_job *job);
+
+/* Check options against each other (after parsing, before any input is
+ * opened). Returns XJ_OK or XJ_EXIT_USAGE with a message. */
+int job_check(const xj_job *job, xj_status *st);
+
+/* Print the job as a "| name | value |" table on stdout. */
+void job_print(const xj_job *job, int nranks);
+
+const char *metric_name(xj_metric m);
+/* Parse "l2", "sqeuclidean", "cosine", "ip"; returns 0 or -1. */
+int metric_parse(const char *s, xj_metric *out);
+/* 1 when larger values are better (ip), 0 for distances. */
+int metric_larger_is_better(xj_metric m);
+
+#endif

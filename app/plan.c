@@ -1,0 +1,162 @@
+/* plan.c: grid, blocks and chunk sizes (see plan.h for the formulas). */
+#include "plan.h"
+
+#include <inttypes.h>
+
+#define BCHUNK_TOPK_MAX 16384
+#define BCHUNK_MATRIX_MAX 4096
+#define QCHUNK_MIN_WANTED 256
+/* Keep one exchange's element count well inside MPI's int counts. */
+#define LIST_ENTRIES_MAX (INT64_C(1) << 28)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void plan_block(int64_t total, int64_t parts, int64_t i, int64_t *start,
+		int64_t *count)
+{
+	int64_t base = total / parts, extra = total % parts;
+
+	*start = i * base + min64(i, extra);
+	*count = base + (i < extra ? 1 : 0);
+}
+
+static void plan_grid(const plan_in *in, int *pr, int *pc)
+{
+	int64_t best = INT64_MAX;
+
+	for (int r = 1; r <= in->nranks; r++) {
+		int c = in->nranks / r;
+		int64_t cost;
+
+		if (r * c != in->nranks)
+			continue;
+		cost = ceil_div(in->n, r) + ceil_div(in->m, c);
+		/* loop runs r upward, so c falls: '<=' keeps the smaller c */
+		if (cost <= best) {
+			best = cost;
+			*pr = r;
+			*pc = c;
+		}
+	}
+}
+
+static int64_t row_bytes(const plan_in *in)
+{
+	return in->d * 4 * (in->metric == XJ_METRIC_COSINE ? 2 : 1);
+}
+
+static int64_t qrow_bytes(const plan_in *in, int64_t brows)
+{
+	if (in->cmd == XJ_CMD_MATRIX)
+		return row_bytes(in) + brows * 4;
+	return row_bytes(in) + in->work_per_qrow_bytes + 4 * in->k * 12;
+}
+
+static int64_t peak_bytes(const plan_in *in, int64_t q, int64_t b)
+{
+	return q * qrow_bytes(in, b) + b * row_bytes(in) + in->work_fixed_bytes;
+}
+
+/* Largest query chunk that fits next to b base rows, or 0. */
+static int64_t fit_qrows(const plan_in *in, int64_t b, int64_t qmax)
+{
+	int64_t avail = in->budget_bytes - b * row_bytes(in) -
+			in->work_fixed_bytes;
+	int64_t q;
+
+	if (avail <= 0)
+		return 0;
+	q = min64(qmax, avail / qrow_bytes(in, b));
+	if (in->k > 0)
+		q = min64(q, max64(1, LIST_ENTRIES_MAX / in->k));
+	return q;
+}
+
+int plan_make(const plan_in *in, plan *out, xj_status *st)
+{
+	plan p = {0};
+	int64_t b, q;
+
+	plan_grid(in, &p.pr, &p.pc);
+	p.qblock_max = ceil_div(in->n, p.pr);
+	p.bshard_max = ceil_div(in->m, p.pc);
+	p.budget_bytes = in->budget_bytes;
+
+	if (in->chunk_rows > 0) {
+		b = min64(in->chunk_rows, p.bshard_max);
+		q = min64(in->chunk_rows, p.qblock_max);
+	} else {
+		int64_t want = min64(p.qblock_max, QCHUNK_MIN_WANTED);
+
+		b = min64(p.bshard_max, in->cmd == XJ_CMD_MATRIX ?
+			  BCHUNK_MATRIX_MAX : BCHUNK_TOPK_MAX);
+		q = fit_qrows(in, b, p.qblock_max);
+		while (q < want && b > 1) {
+			b = max64(1, b / 2);
+			q = fit_qrows(in, b, p.qblock_max);
+		}
+	}
+	b = max64(b, 1);
+	q = max64(q, 1);
+	p.qchunk_rows = q;
+	p.bchunk_rows = b;
+	p.peak_bytes = peak_bytes(in, q, b);
+	if (p.peak_bytes > in->budget_bytes)
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "memory budget %" PRId64 " bytes per rank is too "
+			       "small: %" PRId64 " query and %" PRId64 " base "
+			       "rows need %" PRId64 " bytes (raise --mem-limit "
+			       "or --mem-fraction, or use more ranks)",
+			       in->budget_bytes, q, b, p.peak_bytes);
+	p.qrounds = ceil_div(p.qblock_max, q);
+	p.brounds = ceil_div(p.bshard_max, b);
+	*out = p;
+	return XJ_OK;
+}
+
+void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
+{
+	v->row = rank / p->pc;
+	v->col = rank % p->pc;
+	plan_block(in->n, p->pr, v->row, &v->q0, &v->qrows);
+	plan_block(in->m, p->pc, v->col, &v->b0, &v->brows);
+	v->nqchunks = ceil_div(v->qrows, p->qchunk_rows);
+	v->nbchunks = ceil_div(v->brows, p->bchunk_rows);
+}
+
+static void print_bytes(FILE *out, const char *name, int64_t bytes)
+{
+	fprintf(out, "| %-22s | %14.1f MiB |\n", name, bytes / 1048576.0);
+}
+
+void plan_print(FILE *out, const plan_in *in, const plan *p)
+{
+	int64_t qrow = qrow_bytes(in, p->bchunk_rows);
+
+	fprintf(out, "# plan: %s, %d rank(s)\n",
+		in->cmd == XJ_CMD_MATRIX ? "matrix" : "topk", in->nranks);
+	fprintf(out, "| %-22s | %18s |\n", "item", "value");
+	fprintf(out, "| %-22s | %18s |\n", "----", "-----");
+	fprintf(out, "| %-22s | %8d x %-7d |\n", "grid (Pr x Pc)", p->pr, p->pc);
+	fprintf(out, "| %-22s | %13" PRId64 " rows |\n", "query block (max)",
+		p->qblock_max);
+	fprintf(out, "| %-22s | %13" PRId64 " rows |\n", "base shard (max)",
+		p->bshard_max);
+	fprintf(out, "| %-22s | %13" PRId64 " rows |\n", "query chunk",
+		p->qchunk_rows);
+	fprintf(out, "| %-22s | %13" PRId64 " rows |\n", "base chunk",
+		p->bchunk_rows);
+	fprintf(out, "| %-22s | %18" PRId64 " |\n", "query chunks (max)",
+		p->qrounds);
+	fprintf(out, "| %-22s | %18" PRId64 " |\n", "base chunks (max)",
+		p->brounds);
+	print_bytes(out, "per query row", qrow);
+	print_bytes(out, "per base row", row_bytes(in));
+	print_bytes(out, "backend fixed", in->work_fixed_bytes);
+	print_bytes(out, "peak per rank", p->peak_bytes);
+	print_bytes(out, "budget per rank", p->budget_bytes);
+	fprintf(out, "# memory = Q*per_query_row + B*per_base_row + fixed "
+		"(Q = query chunk, B = base chunk)\n");
+}

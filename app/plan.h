@@ -1,0 +1,82 @@
+/*
+ * plan.h: the decomposition and memory plan of a run. Pure functions: no
+ * MPI, no I/O, no device calls, so every rank derives the same plan and the
+ * unit tests can probe any shape.
+ *
+ * defines: plan_in, plan, plan_make, plan_block, plan_rank_view, plan_print
+ *
+ * Grid: P ranks form Pr x Pc (rank = row * Pc + col). Query rows are split
+ * over the Pr grid rows, base rows over the Pc grid columns; (Pr, Pc) is
+ * the factor pair of P minimising the rows each rank must read,
+ * ceil(n/Pr) + ceil(m/Pc) (ties: the smaller Pc, so less merging). d is
+ * never split.
+ *
+ * Chunks: one query chunk (qchunk_rows) is resident while base chunks
+ * (bchunk_rows) stream past it. Per rank, the planner's memory formula is
+ *
+ *   topk:   Q * (d*4*cq + work_per_qrow + 4*k*12) + B * d*4*cb + work_fixed
+ *   matrix: Q * (d*4*cq + B*4)                    + B * d*4*cb + work_fixed
+ *
+ * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
+ * normalised copy) and 1 otherwise, 4*k*12 the local, sent, received and
+ * merged k-lists (float key + int64 index per entry), work_* from the
+ * backend. Q is made as large as the budget allows (each query chunk
+ * re-reads the base shard), B is at most 16384 rows (4096 for the matrix)
+ * and halves while Q would fall below 256 rows.
+ */
+#ifndef XJ_PLAN_H
+#define XJ_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "job.h"
+#include "status.h"
+
+typedef struct plan_in {
+	xj_command cmd;            /* XJ_CMD_TOPK or XJ_CMD_MATRIX */
+	xj_metric metric;
+	int64_t n, m, d, k;        /* global shapes; k = 0 for matrix */
+	int nranks;
+	int64_t budget_bytes;      /* per rank (the smallest of all ranks) */
+	int64_t chunk_rows;        /* > 0: force both chunk sizes (capped) */
+	int64_t work_fixed_bytes;  /* backend bytes independent of chunks */
+	int64_t work_per_qrow_bytes; /* backend bytes per query row */
+} plan_in;
+
+typedef struct plan {
+	int pr, pc;                /* grid */
+	int64_t qblock_max;        /* largest query block (rows) */
+	int64_t bshard_max;        /* largest base shard (rows) */
+	int64_t qchunk_rows;       /* resident query rows */
+	int64_t bchunk_rows;       /* streamed base rows */
+	int64_t qrounds;           /* query chunks of the largest block */
+	int64_t brounds;           /* base chunks of the largest shard */
+	int64_t peak_bytes;        /* formula above at the chosen sizes */
+	int64_t budget_bytes;
+} plan;
+
+/* Rows [*start, *start + *count) of block i when total rows are split into
+ * parts balanced blocks (sizes differ by at most one). */
+void plan_block(int64_t total, int64_t parts, int64_t i, int64_t *start,
+		int64_t *count);
+
+/* Derive the plan. XJ_EXIT_RESOURCE when even one row of each does not fit
+ * the budget, naming the bytes needed. */
+int plan_make(const plan_in *in, plan *out, xj_status *st);
+
+/* One rank's share. */
+typedef struct plan_rank_view {
+	int row, col;
+	int64_t q0, qrows;         /* query block */
+	int64_t b0, brows;         /* base shard */
+	int64_t nqchunks, nbchunks;
+} plan_rank_view;
+
+void plan_rank(const plan_in *in, const plan *p, int rank,
+	       plan_rank_view *v);
+
+/* Print the plan (grid, blocks, chunk sizes, memory formula) as a table. */
+void plan_print(FILE *out, const plan_in *in, const plan *p);
+
+#endif

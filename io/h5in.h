@@ -1,0 +1,55 @@
+/*
+ * h5in.h: reading input matrices from HDF5, one row slab at a time.
+ *
+ * defines: h5in_info, h5in, h5in_parse_spec, h5in_probe, h5in_open,
+ *          h5in_read, h5in_close
+ *
+ * An input is FILE[:DATASET]. Every numeric HDF5 type (u8 .. i64, f32, f64)
+ * is converted to float32 by HDF5 while reading. Each rank opens the file
+ * itself (independent, read-only) and reads only the rows it needs, so no
+ * rank ever holds a whole input it does not need.
+ *
+ * Every failure names the file, the dataset and the reason; value errors
+ * (NaN, Inf) name the first bad global row.
+ */
+#ifndef XJ_H5IN_H
+#define XJ_H5IN_H
+
+#include <stdint.h>
+
+#include "../app/job.h"
+#include "../app/status.h"
+
+typedef struct h5in_info {
+	char file[XJ_PATH_MAX];
+	char dset[XJ_NAME_MAX];   /* resolved, with leading '/' */
+	int64_t rows;
+	int64_t cols;
+	char type_desc[32];       /* "float32", "uint8", ... for the job table */
+} h5in_info;
+
+typedef struct h5in h5in;   /* an open dataset */
+
+/* Split "FILE[:DATASET]" into file and dataset ("" when absent). A spec
+ * that names an existing file as a whole is a file (paths may hold ':');
+ * otherwise the text after the last ':' is the dataset. */
+int h5in_parse_spec(const char *spec, char *file, char *dset, xj_status *st);
+
+/* Open file, resolve the dataset and check it. dset "" means: default_dset
+ * ("test" for queries, "train" for base) if present, else the only 2-D
+ * dataset in the file (error if none or several). Checks: file exists and
+ * is HDF5, dataset exists, is 2-D, numeric, rows > 0, cols > 0. */
+int h5in_probe(const char *file, const char *dset, const char *default_dset,
+	       h5in_info *info, xj_status *st);
+
+/* Open a probed dataset for reading slabs. */
+int h5in_open(const h5in_info *info, h5in **out, xj_status *st);
+
+/* Read rows [row0, row0 + rows) as float32 into out (rows x cols). Fails
+ * with XJ_EXIT_INPUT naming the first global row holding NaN or Inf, or
+ * the HDF5 error (truncated/corrupt file). rows may be 0. */
+int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st);
+
+void h5in_close(h5in *h);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * h5out.h: writing results with parallel HDF5, all-or-nothing.
+ *
+ * defines: h5out, h5out_type, h5out_create, h5out_add_dataset, h5out_write,
+ *          h5out_attr_str, h5out_attr_i64, h5out_attr_f64, h5out_finish,
+ *          h5out_abort, h5out_partial_path
+ *
+ * The file is created as "<path>.partial" through MPI-IO and renamed to
+ * <path> only by h5out_finish, after every rank wrote and the file closed:
+ * a file at the output path is always a finished result. h5out_abort
+ * removes the partial file.
+ *
+ * Every function here is COLLECTIVE over the communicator given to
+ * h5out_create and must be called by all its ranks with the same
+ * arguments, except the slab of h5out_write, which is each rank's own
+ * (and may be empty).
+ */
+#ifndef XJ_H5OUT_H
+#define XJ_H5OUT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "../app/status.h"
+
+typedef enum h5out_type { H5OUT_F32, H5OUT_I64 } h5out_type;
+
+typedef struct h5out h5out;
+
+/* "<path>.partial" into buf (size XJ_PATH_MAX + 16). */
+void h5out_partial_path(const char *path, char *buf, size_t size);
+
+/* Create "<path>.partial" (truncating a stale one). Fails with
+ * XJ_EXIT_USAGE if <path> exists and !force, XJ_EXIT_RESOURCE if the
+ * folder is missing or not writable. */
+int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
+		 xj_status *st);
+
+/* Add a 2-D dataset rows x cols. chunk_rows > 0 makes it chunked with
+ * chunks of chunk_rows x cols (capped to keep a chunk <= 4 MiB), 0 makes
+ * it contiguous. Returns a slot >= 0 in *slot for h5out_write. */
+int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
+		      int64_t rows, int64_t cols, int64_t chunk_rows,
+		      int *slot, xj_status *st);
+
+/* Write this rank's slab [row0, row0+rows) x [col0, col0+cols) from buf
+ * (rows x cols, row-major) collectively. rows or cols may be 0. */
+int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
+		int64_t col0, int64_t cols, const void *buf, xj_status *st);
+
+/* Root attributes (same value on every rank). */
+int h5out_attr_str(h5out *h, const char *name, const char *value,
+		   xj_status *st);
+int h5out_attr_i64(h5out *h, const char *name, int64_t value, xj_status *st);
+int h5out_attr_f64(h5out *h, const char *name, double value, xj_status *st);
+
+/* Close and rename to the final path (rank 0 renames, all wait). Frees h. */
+int h5out_finish(h5out *h, xj_status *st);
+
+/* Close if open, remove the partial file, free h. Safe on NULL. Collective
+ * when the file is open. */
+void h5out_abort(h5out *h);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * backend.h: the compute interface the driver sees. Two implementations:
+ * CPU (BLAS + OpenMP, kernels/cpu_backend.c) and CUDA (kernels/cuda_*).
+ *
+ * defines: xj_backend, xj_backend_cfg, xj_rows, backend_cpu_create,
+ *          backend_tile_bytes
+ *
+ * The driver does not know which backend runs. For top-k it feeds one query
+ * chunk, then streams base chunks through it, then collects the exact
+ * sorted top-k of that query chunk against everything streamed:
+ *
+ *   be->topk_begin(be, &q, st);          // q: query chunk, global rows
+ *   for each base chunk b: be->topk_add(be, &b, st);
+ *   be->topk_end(be, keys, idx, st);     // q.rows x k, sorted, padded
+ *
+ * For the matrix it computes one block of canonical values:
+ *   be->matrix_block(be, &q, &b, out, st);   // out: q.rows x b.rows
+ *
+ * All row data are float32, row-major, exactly as read from the input (the
+ * backend makes its own normalised copies for cosine). Results are canonical
+ * (metric.h), so every backend returns the same bits.
+ */
+#ifndef XJ_BACKEND_H
+#define XJ_BACKEND_H
+
+#include <stdint.h>
+
+#include "../app/job.h"
+#include "../app/status.h"
+
+typedef struct xj_rows {
+	const float *x;        /* rows x d, row-major */
+	int64_t rows;          /* may be 0 */
+	int64_t d;
+	int64_t first_row;     /* global index of row 0 in its dataset */
+} xj_rows;
+
+typedef struct xj_backend_cfg {
+	xj_metric metric;
+	int64_t k;             /* top-k size (topk only) */
+	int64_t d;
+	int has_threshold;
+	float threshold_key;   /* metric_value_to_key(threshold) */
+	int self;              /* skip pairs with equal global index */
+	int threads;           /* 0: OpenMP default */
+	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
+	int64_t max_base_rows;   /* largest base chunk topk_add will get */
+} xj_backend_cfg;
+
+typedef struct xj_backend xj_backend;
+struct xj_backend {
+	const char *name;      /* "cpu", "cuda" */
+	int (*topk_begin)(xj_backend *be, const xj_rows *q, xj_status *st);
+	int (*topk_add)(xj_backend *be, const xj_rows *b, xj_status *st);
+	int (*topk_end)(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+	int (*matrix_block)(xj_backend *be, const xj_rows *q, const xj_rows *b,
+			    float *out, xj_status *st);
+	void (*release)(xj_backend *be);   /* frees be itself too */
+	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
+};
+
+/* Create the CPU backend. Returns XJ_OK and *out, or an error. */
+int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
+		       xj_status *st);
+
+/* Bytes the CPU backend needs beyond the query/base chunks themselves, for
+ * the planner's memory formula: per-thread GEMM tiles plus the selection
+ * state of a query chunk of qrows rows. */
+int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
+			       int threads);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * metric.h: canonical scores, ranking keys and GEMM error bounds.
+ *
+ * defines: metric_key, metric_norm2, metric_key_to_value,
+ *          metric_value_to_key, metric_gate_approx, metric_err_bound,
+ *          metric_check_rows
+ *
+ * Every result xjoin reports is a *canonical* score: computed from the
+ * float32 values as read, in double precision, accumulating over the
+ * dimension in index order 0..d-1 with no contraction (the file is compiled
+ * with -ffp-contract=off), then rounded once to float32:
+ *
+ *   sqeuclidean  s  = sum_i ((double)q_i - (double)b_i)^2      key = (float)s
+ *   l2           s  as above                                    key = (float)sqrt(s)
+ *   ip           p  = sum_i (double)q_i * (double)b_i          key = -(float)p
+ *   cosine       p, qq = sum q_i^2, bb = sum b_i^2 (same order)
+ *                c  = p / sqrt(qq * bb)                         key = (float)(1 - c)
+ *
+ * The ranking *key* is "smaller is better" for every metric (ip is negated);
+ * the total order is (key, base index), lower index first on ties. The value
+ * written to the output is metric_key_to_value(key) (ip: -key).
+ *
+ * Because the canonical score depends only on the two rows, results are
+ * bit-identical whatever the chunking, rank count or backend. The GPU
+ * backend implements the same formulas with __dadd_rn/__dmul_rn.
+ *
+ * Candidate generation uses a float32 GEMM in an "approx space":
+ *   l2, sqeuclidean:  a = |q|^2 + |b|^2 - 2 q.b   (squared distance)
+ *   cosine:           a = 1 - qn.bn  with rows normalised in float32
+ *   ip:               a = -q.b
+ * metric_err_bound() bounds |a - exact| (worst case, not typical) so a pair
+ * can be discarded only when a - err > gate, where the gate comes from an
+ * exact canonical key by metric_gate_approx(). That makes the selection
+ * provably exact, not "exact with high probability".
+ */
+#ifndef XJ_METRIC_H
+#define XJ_METRIC_H
+
+#include <stdint.h>
+
+#include "../app/job.h"
+#include "../app/status.h"
+
+/* Canonical squared norm: sum of (double)x_i^2 in index order. */
+double metric_norm2(const float *x, int64_t d);
+
+/* Canonical key of the pair (q, b). For cosine, qq and bb are the
+ * metric_norm2() of q and b (ignored for other metrics). */
+float metric_key(xj_metric m, const float *q, const float *b, int64_t d,
+		 double qq, double bb);
+
+/* Output value of a key (ip: -key, others: key). Padding key +inf maps to
+ * +inf for distances and -inf for ip. */
+float metric_key_to_value(xj_metric m, float key);
+
+/* Key of a user threshold value (ip: -t). */
+float metric_value_to_key(xj_metric m, double value);
+
+/* An upper bound, in approx space, of the exact approx-space value of any
+ * pair whose canonical key is <= key. Used as the gate for candidates. */
+double metric_gate_approx(xj_metric m, float key);
+
+/* Upper bound on |approx - exact| in approx space for rows of dimension d
+ * with Euclidean norms qnorm and bnorm (as computed in float; for cosine
+ * pass 1, 1). */
+double metric_err_bound(xj_metric m, int64_t d, double qnorm, double bnorm);
+
+/* Metric-specific input checks on rows already known to be finite:
+ * cosine rejects zero rows; every metric rejects rows whose squared norm
+ * overflows float32. On failure names "row R" (global index first_row + i)
+ * and returns XJ_EXIT_INPUT. */
+int metric_check_rows(xj_metric m, const float *x, int64_t rows, int64_t d,
+		      int64_t first_row, xj_status *st);
+
+#endif

@@ -1,0 +1,160 @@
+/* test_plan.c: grid choice, balanced blocks, chunk sizes within budget. */
+#include <CUnit/Basic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "app/plan.h"
+
+static plan_in topk_in(int64_t n, int64_t m, int p, int64_t budget)
+{
+	plan_in in = {
+		.cmd = XJ_CMD_TOPK, .metric = XJ_METRIC_L2, .n = n, .m = m,
+		.d = 128, .k = 10, .nranks = p, .budget_bytes = budget,
+		.work_fixed_bytes = 1 << 20, .work_per_qrow_bytes = 1000,
+	};
+	return in;
+}
+
+static void test_block_covers(void)
+{
+	for (int64_t total = 0; total < 40; total++) {
+		for (int64_t parts = 1; parts < 9; parts++) {
+			int64_t next = 0, s, c, lo = INT64_MAX, hi = 0;
+
+			for (int64_t i = 0; i < parts; i++) {
+				plan_block(total, parts, i, &s, &c);
+				CU_ASSERT_EQUAL(s, next);
+				next = s + c;
+				lo = c < lo ? c : lo;
+				hi = c > hi ? c : hi;
+			}
+			CU_ASSERT_EQUAL(next, total);
+			CU_ASSERT(hi - lo <= 1);
+		}
+	}
+}
+
+static void test_grid_follows_shape(void)
+{
+	plan p;
+	xj_status st;
+	plan_in in = topk_in(10000, 100000, 4, INT64_C(1) << 32);
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.pr, 1);           /* 10k + 25k beats 5k + 50k */
+	CU_ASSERT_EQUAL(p.pc, 4);
+	in = topk_in(100000, 10000, 4, INT64_C(1) << 32);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.pr, 4);
+	CU_ASSERT_EQUAL(p.pc, 1);
+	in = topk_in(50000, 50000, 4, INT64_C(1) << 32);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.pr, 2);           /* square: 2 x 2 */
+	CU_ASSERT_EQUAL(p.pc, 2);
+	in = topk_in(1000, 1000, 7, INT64_C(1) << 32);   /* prime */
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.pr * p.pc, 7);
+}
+
+static void test_budget_respected(void)
+{
+	plan_in in = topk_in(1000000, 1000000, 2, INT64_C(64) << 20);
+	plan p;
+	xj_status st;
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	CU_ASSERT(p.qchunk_rows >= 1 && p.bchunk_rows >= 1);
+	CU_ASSERT(p.qrounds * p.qchunk_rows >= p.qblock_max);
+	CU_ASSERT(p.brounds * p.bchunk_rows >= p.bshard_max);
+
+	in.cmd = XJ_CMD_MATRIX;
+	in.k = 0;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	CU_ASSERT(p.qchunk_rows * p.bchunk_rows * 4 <= in.budget_bytes);
+}
+
+static void test_budget_too_small(void)
+{
+	plan_in in = topk_in(1000, 1000, 1, 1000);
+	plan p;
+	xj_status st;
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_EXIT_RESOURCE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "--mem-limit"));
+}
+
+static void test_forced_chunks(void)
+{
+	plan_in in = topk_in(100, 50, 3, INT64_C(1) << 30);
+	plan p;
+	plan_rank_view v;
+	xj_status st;
+	int64_t qsum = 0, bsum = 0;
+
+	xj_ok(&st);
+	in.chunk_rows = 7;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.qchunk_rows, 7);
+	CU_ASSERT_EQUAL(p.bchunk_rows, 7);
+	for (int r = 0; r < 3; r++) {
+		plan_rank(&in, &p, r, &v);
+		CU_ASSERT(v.nqchunks <= p.qrounds);
+		CU_ASSERT(v.nbchunks <= p.brounds);
+		if (v.col == 0)
+			qsum += v.qrows;
+		if (v.row == 0)
+			bsum += v.brows;
+	}
+	CU_ASSERT_EQUAL(qsum, 100);
+	CU_ASSERT_EQUAL(bsum, 50);
+}
+
+static void test_more_ranks_than_rows(void)
+{
+	plan_in in = topk_in(3, 2, 8, INT64_C(1) << 30);
+	plan p;
+	plan_rank_view v;
+	xj_status st;
+	int64_t qsum = 0, bsum = 0;
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	for (int r = 0; r < 8; r++) {
+		plan_rank(&in, &p, r, &v);
+		if (v.col == 0)
+			qsum += v.qrows;
+		if (v.row == 0)
+			bsum += v.brows;
+		CU_ASSERT(v.qrows >= 0 && v.brows >= 0);
+	}
+	CU_ASSERT_EQUAL(qsum, 3);
+	CU_ASSERT_EQUAL(bsum, 2);
+}
+
+int main(void)
+{
+	CU_pSuite s;
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("plan", NULL, NULL);
+	if (!s ||
+	    !CU_add_test(s, "balanced blocks cover rows", test_block_covers) ||
+	    !CU_add_test(s, "grid follows n/m", test_grid_follows_shape) ||
+	    !CU_add_test(s, "peak within budget", test_budget_respected) ||
+	    !CU_add_test(s, "budget too small", test_budget_too_small) ||
+	    !CU_add_test(s, "forced chunks", test_forced_chunks) ||
+	    !CU_add_test(s, "more ranks than rows", test_more_ranks_than_rows))
+		return 1;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : (CU_get_error() ? 1 : 0);
+}
