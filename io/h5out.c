@@ -1,0 +1,570 @@
+/*
+ * h5out.c: writing results with parallel HDF5 (see h5out.h).
+ *
+ * The file is opened through MPI-IO on a private duplicate of the caller's
+ * communicator; slabs are written with collective transfers so MPI-IO can
+ * aggregate the ranks' pieces into large contiguous writes. Datasets are
+ * never compressed: parallel HDF5 1.10 cannot write compressed chunks
+ * collectively, and results are written once and read rarely.
+ *
+ * Agreement: every public function here is collective and returns the
+ * same code and message on every rank. h5out_create agrees on rank 0's
+ * checks of the output path before the collective H5Fcreate; the others
+ * agree after their local work (and h5out_write also before H5Dwrite, so
+ * a rank with a bad slab never leaves the others waiting in it). When
+ * several ranks fail, the lowest failing rank's message wins.
+ *
+ * The status passed in is reset on entry.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "h5out.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "../app/job.h"
+#include "h5check.h"
+
+#define H5OUT_SLOTS 8
+#define H5OUT_CHUNK_BYTES ((int64_t)4 << 20)
+/* attributes live in the root object header, which holds 64 KiB */
+#define H5OUT_ATTR_MAX_BYTES 32768
+
+struct h5out {
+	MPI_Comm comm;           /* private duplicate of the caller's */
+	int rank;
+	int nranks;
+	int force;
+	hid_t file;
+	int ndset;
+	hid_t dset[H5OUT_SLOTS];
+	h5out_type type[H5OUT_SLOTS];
+	int64_t rows[H5OUT_SLOTS];
+	int64_t cols[H5OUT_SLOTS];
+	char name[H5OUT_SLOTS][XJ_NAME_MAX];
+	char path[XJ_PATH_MAX];
+	char partial[XJ_PATH_MAX + 16];
+};
+
+void h5out_partial_path(const char *path, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s.partial", path);
+}
+
+/* Make every rank of comm hold the status of the lowest failing rank.
+ * Returns the agreed code. MAXLOC on (failed, rank) picks the lowest rank
+ * among ties. */
+static int h5out_agree_on(MPI_Comm comm, int rank, int nranks,
+			  const char *what, xj_status *st)
+{
+	struct { int failed; int rank; } in, out;
+	char host[MPI_MAX_PROCESSOR_NAME] = "?";
+	int len;
+
+	in.failed = st->code != XJ_OK;
+	in.rank = rank;
+	if (MPI_TRY(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, comm),
+		    st, XJ_EXIT_INTERNAL, "%s: agreeing on status", what))
+		return st->code;
+	if (!out.failed)
+		return XJ_OK;
+	if (rank == out.rank && nranks > 1) {
+		if (MPI_Get_processor_name(host, &len) != MPI_SUCCESS)
+			strcpy(host, "?");
+		xj_wrap(st, "rank %d on %s", rank, host);
+	}
+	MPI_TRY(MPI_Bcast(st, sizeof(*st), MPI_BYTE, out.rank, comm), st,
+		XJ_EXIT_INTERNAL, "%s: sharing status", what);
+	return st->code;
+}
+
+static int h5out_agree(const h5out *h, xj_status *st)
+{
+	return h5out_agree_on(h->comm, h->rank, h->nranks, h->partial, st);
+}
+
+/* Rank 0's checks before anything is created. */
+static int h5out_check_path(const char *path, int force, xj_status *st)
+{
+	char folder[XJ_PATH_MAX];
+	const char *slash;
+	struct stat sb;
+
+	if (!path[0])
+		return xj_fail(st, XJ_EXIT_USAGE, "empty output path");
+	if (strlen(path) >= XJ_PATH_MAX)
+		return xj_fail(st, XJ_EXIT_USAGE, "output '%.64s...': path "
+			       "longer than %d bytes", path, XJ_PATH_MAX - 1);
+	slash = strrchr(path, '/');
+	if (!slash)
+		strcpy(folder, ".");
+	else if (slash == path)
+		strcpy(folder, "/");
+	else
+		snprintf(folder, sizeof(folder), "%.*s", (int)(slash - path),
+			 path);
+	if (stat(folder, &sb) != 0)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "output folder %s: %s",
+			       folder, strerror(errno));
+	if (!S_ISDIR(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "output folder %s is not a directory", folder);
+	if (access(folder, W_OK | X_OK) != 0)
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "output folder %s is not writable: %s", folder,
+			       strerror(errno));
+	if (lstat(path, &sb) != 0)
+		return XJ_OK;
+	if (S_ISDIR(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_USAGE, "output %s is a directory",
+			       path);
+	if (!force)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "output %s exists (use --force to overwrite)",
+			       path);
+	return XJ_OK;
+}
+
+static int h5out_open_file(h5out *h, xj_status *st)
+{
+	hid_t fapl;
+
+	if (H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), st, XJ_EXIT_INTERNAL,
+		   "%s: file access list", h->partial))
+		return st->code;
+	if (!H5_TRY(H5Pset_fapl_mpio(fapl, h->comm, MPI_INFO_NULL), st,
+		    XJ_EXIT_INTERNAL, "%s: MPI-IO driver", h->partial))
+		H5_TRY(h->file = H5Fcreate(h->partial, H5F_ACC_TRUNC,
+					   H5P_DEFAULT, fapl), st,
+		       XJ_EXIT_RESOURCE, "%s: cannot create", h->partial);
+	H5Pclose(fapl);
+	return st->code;
+}
+
+/* Drop a handle whose file never opened everywhere. Closing a file that
+ * only some ranks opened would wait forever in MPI_File_close, so such an
+ * id is left to the library's exit instead. */
+static void h5out_drop(h5out *h, int opened_everywhere)
+{
+	if (h->file >= 0 && opened_everywhere)
+		H5Fclose(h->file);
+	if (h->rank == 0)
+		unlink(h->partial);
+	MPI_Comm_free(&h->comm);
+	free(h);
+}
+
+int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
+		 xj_status *st)
+{
+	h5out *h;
+	int rank, nranks, opened, opened_all = 0, i;
+
+	xj_ok(st);
+	*out = NULL;
+	h5check_silence();
+	if (MPI_TRY(MPI_Comm_rank(comm, &rank), st, XJ_EXIT_INTERNAL,
+		    "output %s: communicator rank", path) ||
+	    MPI_TRY(MPI_Comm_size(comm, &nranks), st, XJ_EXIT_INTERNAL,
+		    "output %s: communicator size", path))
+		return st->code;
+	if (rank == 0)
+		h5out_check_path(path, force, st);
+	if (MPI_TRY(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, comm), st,
+		    XJ_EXIT_INTERNAL, "output %s: sharing checks", path) ||
+	    st->code)
+		return st->code;
+
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		xj_fail(st, XJ_EXIT_RESOURCE, "output %s: out of memory", path);
+	if (h5out_agree_on(comm, rank, nranks, path, st)) {
+		free(h);
+		return st->code;
+	}
+	h->file = H5I_INVALID_HID;
+	for (i = 0; i < H5OUT_SLOTS; i++)
+		h->dset[i] = H5I_INVALID_HID;
+	h->rank = rank;
+	h->nranks = nranks;
+	h->force = force;
+	strcpy(h->path, path);
+	h5out_partial_path(path, h->partial, sizeof(h->partial));
+	if (MPI_TRY(MPI_Comm_dup(comm, &h->comm), st, XJ_EXIT_INTERNAL,
+		    "output %s: duplicating communicator", path)) {
+		free(h);
+		return st->code;
+	}
+
+	h5out_open_file(h, st);
+	opened = h->file >= 0;
+	if (MPI_TRY(MPI_Allreduce(&opened, &opened_all, 1, MPI_INT, MPI_LAND,
+				  h->comm), st, XJ_EXIT_INTERNAL,
+		    "%s: agreeing on create", h->partial) ||
+	    h5out_agree(h, st)) {
+		h5out_drop(h, opened_all);
+		return st->code;
+	}
+	*out = h;
+	return XJ_OK;
+}
+
+/* Chunks of chunk_rows x cols, cut to at most H5OUT_CHUNK_BYTES: fewer
+ * rows first, then, when one row is already too wide, fewer columns. */
+static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
+			     size_t elem_bytes, hsize_t chunk[2])
+{
+	int64_t cap = H5OUT_CHUNK_BYTES / (int64_t)elem_bytes;
+	int64_t r = chunk_rows < rows ? chunk_rows : rows;
+	int64_t c = cols;
+
+	if (c > cap) {
+		c = cap;
+		r = 1;
+	} else if (r > cap / c) {
+		r = cap / c;
+	}
+	chunk[0] = (hsize_t)(r > 0 ? r : 1);
+	chunk[1] = (hsize_t)c;
+}
+
+static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
+			    int64_t cols, int64_t chunk_rows, xj_status *st)
+{
+	if (!name || !name[0] || strlen(name) >= XJ_NAME_MAX)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: dataset name '%.64s' "
+			       "empty or too long", h->partial,
+			       name ? name : "");
+	if (h->ndset >= H5OUT_SLOTS)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: more than %d "
+			       "datasets", h->partial, name, H5OUT_SLOTS);
+	if (rows < 0 || cols < 0 || chunk_rows < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: bad shape %lld x "
+			       "%lld (chunk rows %lld)", h->partial, name,
+			       (long long)rows, (long long)cols,
+			       (long long)chunk_rows);
+	return XJ_OK;
+}
+
+static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
+			      int64_t rows, int64_t cols, int64_t chunk_rows,
+			      xj_status *st)
+{
+	hid_t ftype = type == H5OUT_I64 ? H5T_STD_I64LE : H5T_IEEE_F32LE;
+	size_t elem_bytes = type == H5OUT_I64 ? 8 : 4;
+	hid_t space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+	hid_t lcpl = H5I_INVALID_HID, dset = H5I_INVALID_HID;
+	hsize_t dims[2] = { (hsize_t)rows, (hsize_t)cols }, chunk[2];
+
+	if (H5_TRY(space = H5Screate_simple(2, dims, NULL), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial, name) ||
+	    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
+		   name) ||
+	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
+		   name) ||
+	    H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), st, XJ_EXIT_INTERNAL,
+		   "%s:%s: link list", h->partial, name) ||
+	    H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: link list", h->partial, name))
+		goto out;
+	/* an empty dataset cannot hold a chunk, so it stays contiguous */
+	if (chunk_rows > 0 && rows > 0 && cols > 0) {
+		h5out_chunk_dims(rows, cols, chunk_rows, elem_bytes, chunk);
+		if (H5_TRY(H5Pset_chunk(dcpl, 2, chunk), st, XJ_EXIT_INTERNAL,
+			   "%s:%s: chunk %llu x %llu", h->partial, name,
+			   (unsigned long long)chunk[0],
+			   (unsigned long long)chunk[1]))
+			goto out;
+	}
+	if (H5_TRY(dset = H5Dcreate2(h->file, name, ftype, space, lcpl, dcpl,
+				     H5P_DEFAULT), st, XJ_EXIT_RESOURCE,
+		   "%s:%s: cannot create %lld x %lld dataset", h->partial,
+		   name, (long long)rows, (long long)cols))
+		goto out;
+	h->dset[h->ndset] = dset;
+	h->type[h->ndset] = type;
+	h->rows[h->ndset] = rows;
+	h->cols[h->ndset] = cols;
+	strcpy(h->name[h->ndset], name);
+out:
+	if (lcpl >= 0)
+		H5Pclose(lcpl);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (space >= 0)
+		H5Sclose(space);
+	return st->code;
+}
+
+int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
+		      int64_t rows, int64_t cols, int64_t chunk_rows,
+		      int *slot, xj_status *st)
+{
+	xj_ok(st);
+	*slot = -1;
+	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st))
+		h5out_make_dataset(h, name, type, rows, cols, chunk_rows, st);
+	if (h5out_agree(h, st)) {
+		/* created here but not everywhere: forget it, the file is
+		 * going to be aborted */
+		if (h->ndset < H5OUT_SLOTS && h->dset[h->ndset] >= 0) {
+			H5Dclose(h->dset[h->ndset]);
+			h->dset[h->ndset] = H5I_INVALID_HID;
+		}
+		return st->code;
+	}
+	*slot = h->ndset++;
+	return XJ_OK;
+}
+
+static int h5out_check_slab(const h5out *h, int slot, int64_t row0,
+			    int64_t rows, int64_t col0, int64_t cols,
+			    const void *buf, xj_status *st)
+{
+	if (slot < 0 || slot >= h->ndset)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: no dataset slot %d",
+			       h->partial, slot);
+	if (rows < 0 || cols < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: negative slab %lld "
+			       "x %lld", h->partial, (long long)rows,
+			       (long long)cols);
+	if (rows == 0 || cols == 0)
+		return XJ_OK;
+	if (row0 < 0 || col0 < 0 || row0 > h->rows[slot] - rows ||
+	    col0 > h->cols[slot] - cols || !buf)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: slab rows [%lld, "
+			       "%lld) cols [%lld, %lld) outside %lld x %lld",
+			       h->partial, h->name[slot], (long long)row0,
+			       (long long)(row0 + rows), (long long)col0,
+			       (long long)(col0 + cols),
+			       (long long)h->rows[slot],
+			       (long long)h->cols[slot]);
+	return XJ_OK;
+}
+
+/* File and memory selections for a slab; an empty slab selects none but
+ * its rank still joins the collective write. */
+static int h5out_select(const h5out *h, int slot, int64_t row0,
+			int64_t rows, int64_t col0, int64_t cols,
+			hid_t *fspace, hid_t *mspace, xj_status *st)
+{
+	hsize_t start[2] = { (hsize_t)row0, (hsize_t)col0 };
+	hsize_t count[2] = { (hsize_t)rows, (hsize_t)cols };
+	hsize_t one[2] = { 1, 1 };
+	int empty = rows == 0 || cols == 0;
+
+	if (H5_TRY(*fspace = H5Dget_space(h->dset[slot]), st,
+		   XJ_EXIT_INTERNAL, "%s: dataspace", h->partial) ||
+	    H5_TRY(*mspace = H5Screate_simple(2, empty ? one : count, NULL),
+		   st, XJ_EXIT_INTERNAL, "%s: memory dataspace", h->partial))
+		return st->code;
+	if (empty) {
+		if (H5_TRY(H5Sselect_none(*fspace), st, XJ_EXIT_INTERNAL,
+			   "%s: select none", h->partial) ||
+		    H5_TRY(H5Sselect_none(*mspace), st, XJ_EXIT_INTERNAL,
+			   "%s: select none", h->partial))
+			return st->code;
+		return XJ_OK;
+	}
+	H5_TRY(H5Sselect_hyperslab(*fspace, H5S_SELECT_SET, start, NULL,
+				   count, NULL), st, XJ_EXIT_INTERNAL,
+	       "%s: select slab", h->partial);
+	return st->code;
+}
+
+int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
+		int64_t col0, int64_t cols, const void *buf, xj_status *st)
+{
+	hid_t fspace = H5I_INVALID_HID, mspace = H5I_INVALID_HID;
+	hid_t dxpl = H5I_INVALID_HID, mtype;
+	static const int64_t dummy;
+
+	xj_ok(st);
+	if (!h5out_check_slab(h, slot, row0, rows, col0, cols, buf, st) &&
+	    !h5out_select(h, slot, row0, rows, col0, cols, &fspace, &mspace,
+			  st) &&
+	    !H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), st, XJ_EXIT_INTERNAL,
+		    "%s: transfer list", h->partial))
+		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
+		       XJ_EXIT_INTERNAL, "%s: collective transfer",
+		       h->partial);
+	if (h5out_agree(h, st))
+		goto out;
+	mtype = h->type[slot] == H5OUT_I64 ? H5T_NATIVE_INT64 :
+					     H5T_NATIVE_FLOAT;
+	if (rows == 0 || cols == 0 || !buf)
+		buf = &dummy;
+	H5_TRY(H5Dwrite(h->dset[slot], mtype, mspace, fspace, dxpl, buf), st,
+	       XJ_EXIT_RESOURCE, "%s:%s: writing rows [%lld, %lld) cols "
+	       "[%lld, %lld)", h->partial, h->name[slot], (long long)row0,
+	       (long long)(row0 + rows),
+	       (long long)col0, (long long)(col0 + cols));
+	h5out_agree(h, st);
+out:
+	if (dxpl >= 0)
+		H5Pclose(dxpl);
+	if (mspace >= 0)
+		H5Sclose(mspace);
+	if (fspace >= 0)
+		H5Sclose(fspace);
+	return st->code;
+}
+
+/* Create (replacing an old one) and write a scalar root attribute. */
+static int h5out_attr(h5out *h, const char *name, hid_t ftype, hid_t mtype,
+		      const void *value, xj_status *st)
+{
+	hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
+	htri_t exists;
+
+	if (H5_TRY(exists = H5Aexists(h->file, name), st, XJ_EXIT_INTERNAL,
+		   "%s: attribute %s", h->partial, name) ||
+	    (exists > 0 &&
+	     H5_TRY(H5Adelete(h->file, name), st, XJ_EXIT_RESOURCE,
+		    "%s: replacing attribute %s", h->partial, name)) ||
+	    H5_TRY(space = H5Screate(H5S_SCALAR), st, XJ_EXIT_INTERNAL,
+		   "%s: attribute %s", h->partial, name) ||
+	    H5_TRY(attr = H5Acreate2(h->file, name, ftype, space, H5P_DEFAULT,
+				     H5P_DEFAULT), st, XJ_EXIT_RESOURCE,
+		   "%s: cannot create attribute %s", h->partial, name))
+		goto out;
+	H5_TRY(H5Awrite(attr, mtype, value), st, XJ_EXIT_RESOURCE,
+	       "%s: cannot write attribute %s", h->partial, name);
+out:
+	if (attr >= 0)
+		H5Aclose(attr);
+	if (space >= 0)
+		H5Sclose(space);
+	return st->code;
+}
+
+int h5out_attr_str(h5out *h, const char *name, const char *value,
+		   xj_status *st)
+{
+	size_t bytes = strlen(value) + 1;
+	hid_t type = H5I_INVALID_HID;
+
+	xj_ok(st);
+	if (bytes > H5OUT_ATTR_MAX_BYTES)
+		xj_fail(st, XJ_EXIT_INTERNAL, "%s: attribute %s: %zu bytes, "
+			"limit %d", h->partial, name, bytes,
+			H5OUT_ATTR_MAX_BYTES);
+	else if (!H5_TRY(type = H5Tcopy(H5T_C_S1), st, XJ_EXIT_INTERNAL,
+			 "%s: string type", h->partial) &&
+		 !H5_TRY(H5Tset_size(type, bytes), st, XJ_EXIT_INTERNAL,
+			 "%s: string type", h->partial) &&
+		 !H5_TRY(H5Tset_strpad(type, H5T_STR_NULLTERM), st,
+			 XJ_EXIT_INTERNAL, "%s: string type", h->partial) &&
+		 !H5_TRY(H5Tset_cset(type, H5T_CSET_UTF8), st,
+			 XJ_EXIT_INTERNAL, "%s: string type", h->partial))
+		h5out_attr(h, name, type, type, value, st);
+	if (type >= 0)
+		H5Tclose(type);
+	return h5out_agree(h, st);
+}
+
+int h5out_attr_i64(h5out *h, const char *name, int64_t value, xj_status *st)
+{
+	xj_ok(st);
+	h5out_attr(h, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, st);
+	return h5out_agree(h, st);
+}
+
+int h5out_attr_f64(h5out *h, const char *name, double value, xj_status *st)
+{
+	xj_ok(st);
+	h5out_attr(h, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, st);
+	return h5out_agree(h, st);
+}
+
+/* Close datasets, then flush (MPI_File_sync: the data is on disk before
+ * the rename makes it a result) and close the file. */
+static int h5out_close_all(h5out *h, int flush, xj_status *st)
+{
+	int i;
+
+	for (i = 0; i < h->ndset; i++) {
+		if (h->dset[i] < 0)
+			continue;
+		H5_TRY(H5Dclose(h->dset[i]), st, XJ_EXIT_RESOURCE,
+		       "%s:%s: closing", h->partial, h->name[i]);
+		h->dset[i] = H5I_INVALID_HID;
+	}
+	if (h->file < 0)
+		return st->code;
+	if (flush && !st->code)
+		H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st,
+		       XJ_EXIT_RESOURCE, "%s: flushing", h->partial);
+	if (H5Fclose(h->file) < 0 && !st->code)
+		h5check_fail(st, XJ_EXIT_RESOURCE, __FILE__, __LINE__,
+			     "%s: closing", h->partial);
+	h->file = H5I_INVALID_HID;
+	return st->code;
+}
+
+/* Rank 0: the partial file becomes the result. Without --force an output
+ * that appeared meanwhile is kept, and so is the finished partial file. */
+static int h5out_rename(const h5out *h, xj_status *st)
+{
+	struct stat sb;
+
+	if (!h->force && lstat(h->path, &sb) == 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "output %s appeared while "
+			       "writing; the result is in %s", h->path,
+			       h->partial);
+	if (rename(h->partial, h->path) != 0)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "cannot rename %s to %s: "
+			       "%s (the result is in %s)", h->partial, h->path,
+			       strerror(errno), h->partial);
+	return XJ_OK;
+}
+
+int h5out_finish(h5out *h, xj_status *st)
+{
+	xj_ok(st);
+	h5out_close_all(h, 1, st);
+	if (h5out_agree(h, st)) {
+		/* the file may be incomplete: it must not linger */
+		if (h->rank == 0)
+			unlink(h->partial);
+	} else {
+		if (h->rank == 0)
+			h5out_rename(h, st);
+		MPI_TRY(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, h->comm), st,
+			XJ_EXIT_INTERNAL, "%s: sharing rename", h->partial);
+	}
+	MPI_TRY(MPI_Barrier(h->comm), st, XJ_EXIT_INTERNAL, "%s: barrier",
+		h->partial);
+	MPI_Comm_free(&h->comm);
+	free(h);
+	return st->code;
+}
+
+void h5out_abort(h5out *h)
+{
+	xj_status ignored;
+	int was_open;
+
+	if (!h)
+		return;
+	xj_ok(&ignored);
+	was_open = h->file >= 0;
+	h5out_close_all(h, 0, &ignored);
+	if (h->rank == 0)
+		unlink(h->partial);
+	/* nobody returns before the partial file is gone; abort has no
+	 * status to report a failed barrier in, and nothing left to undo */
+	if (was_open)
+		MPI_Barrier(h->comm);
+	MPI_Comm_free(&h->comm);
+	free(h);
+}
