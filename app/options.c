@@ -1,0 +1,1058 @@
+/*
+ * options.c: the option table and what it drives: the command-line parser
+ * (getopt_long), the setter INI job files share, and --help.
+ *
+ * One row per option: its long name (which is also its INI key), short
+ * letter, value kind, the xj_job field it sets, the commands that accept
+ * it and the text --help shows. Adding an option is adding a row here,
+ * plus its cross-checks, if any, in job_check().
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../config/config.h"
+#include "version.h"
+
+/* Command bits: which commands accept an option, and for which it is
+ * required (for the usage line). 'plan' accepts what its target accepts. */
+#define T (1u << XJ_CMD_TOPK)
+#define M (1u << XJ_CMD_MATRIX)
+#define P (1u << XJ_CMD_PLAN)
+#define G (1u << XJ_CMD_GEN)
+
+enum opt_kind {
+	K_INPUT,      /* FILE[:DATASET] spec, kept raw; clears the dataset */
+	K_PATH,       /* a path */
+	K_INT64,      /* integer in [lo, hi] */
+	K_INT,        /* int field, integer in [lo, hi] */
+	K_SEED,       /* uint64 field, integer in [lo, hi] */
+	K_SIZE,       /* bytes, optional K/M/G/T binary suffix, > 0 */
+	K_FRACTION,   /* double in (0, 1] */
+	K_THRESHOLD,  /* finite double, or "none" */
+	K_METRIC,
+	K_FLAG,       /* int field set to 1 (command line) or a boolean */
+	K_NOT_FLAG,   /* int field set to 0: --quiet clears progress */
+	K_CONFIG,     /* command line only: the job file */
+	K_HELP,       /* command line only */
+	K_VERSION,    /* command line only */
+};
+
+enum opt_group { GROUP_JOB, GROUP_RESOURCES, GROUP_GENERAL };
+
+struct opt {
+	const char *name;         /* long option and INI key */
+	int short_name;           /* 0: none */
+	enum opt_kind kind;
+	size_t offset;            /* field in xj_job */
+	size_t dset_offset;       /* K_INPUT: the dataset field it clears */
+	int64_t lo, hi;           /* integer kinds */
+	unsigned cmds;            /* commands accepting it (T, M, G) */
+	unsigned required;        /* commands needing it (T, M, P, G) */
+	enum opt_group group;
+	const char *metavar;      /* NULL for flags */
+	const char *help;         /* '\n' continues on an indented line */
+	const char *def;          /* default shown by --help, or NULL */
+};
+
+#define AT(field) offsetof(xj_job, field)
+
+static const struct opt opts[] = {
+	{ .name = "query", .short_name = 'q', .kind = K_INPUT,
+	  .offset = AT(query_file), .dset_offset = AT(query_dset),
+	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
+	  .metavar = "QUERIES",
+	  .help = "query rows, FILE[:DATASET]; DATASET defaults to\n"
+		  "'test', else the only 2-D dataset in FILE" },
+	{ .name = "base", .short_name = 'b', .kind = K_INPUT,
+	  .offset = AT(base_file), .dset_offset = AT(base_dset),
+	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
+	  .metavar = "BASE",
+	  .help = "base rows, FILE[:DATASET]; DATASET defaults to\n"
+		  "'train', else the only 2-D dataset in FILE" },
+	{ .name = "k", .short_name = 'k', .kind = K_INT64, .offset = AT(k),
+	  .lo = 1, .hi = INT64_MAX, .cmds = T, .required = T,
+	  .group = GROUP_JOB, .metavar = "K",
+	  .help = "neighbours kept per query row, >= 1; rows with\n"
+		  "fewer passing the threshold are padded with -1" },
+	{ .name = "metric", .short_name = 'm', .kind = K_METRIC,
+	  .offset = AT(metric), .cmds = T | M, .group = GROUP_JOB,
+	  .metavar = "METRIC",
+	  .help = "l2, sqeuclidean, cosine (1 - cos) or ip\n"
+		  "(inner product, larger is better)",
+	  .def = "l2" },
+	{ .name = "threshold", .short_name = 't', .kind = K_THRESHOLD,
+	  .offset = AT(threshold), .cmds = T, .group = GROUP_JOB,
+	  .metavar = "THRESHOLD",
+	  .help = "keep only pairs scoring <= THRESHOLD (ip: >=),\n"
+		  "in the metric's own units",
+	  .def = "none" },
+	{ .name = "self", .kind = K_FLAG, .offset = AT(self), .cmds = T,
+	  .group = GROUP_JOB,
+	  .help = "skip pairs (i, i): for joining a set with itself" },
+	{ .name = "rows", .kind = K_INT64, .offset = AT(gen_rows), .lo = 1,
+	  .hi = INT64_MAX, .cmds = G, .required = G, .group = GROUP_JOB,
+	  .metavar = "N", .help = "base rows to write (dataset /train)" },
+	{ .name = "dim", .kind = K_INT64, .offset = AT(gen_dim), .lo = 1,
+	  .hi = INT64_MAX, .cmds = G, .required = G, .group = GROUP_JOB,
+	  .metavar = "D", .help = "dimension of every row" },
+	{ .name = "queries", .kind = K_INT64, .offset = AT(gen_queries),
+	  .lo = 0, .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB,
+	  .metavar = "NQ", .help = "query rows to write (dataset /test)",
+	  .def = "0" },
+	{ .name = "clusters", .kind = K_INT64, .offset = AT(gen_clusters),
+	  .lo = 0, .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB,
+	  .metavar = "C",
+	  .help = "0: Gaussian noise; C > 0: C Gaussian blobs", .def = "0" },
+	{ .name = "seed", .kind = K_SEED, .offset = AT(seed), .lo = 0,
+	  .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB, .metavar = "S",
+	  .help = "random seed; the same seed writes the same file",
+	  .def = "2026" },
+	{ .name = "output", .short_name = 'o', .kind = K_PATH,
+	  .offset = AT(output), .cmds = T | M | G, .required = T | M | G,
+	  .group = GROUP_JOB, .metavar = "OUT.h5",
+	  .help = "HDF5 file to write (as OUT.h5.partial until done)" },
+	{ .name = "force", .kind = K_FLAG, .offset = AT(force),
+	  .cmds = T | M | G, .group = GROUP_JOB,
+	  .help = "replace an existing output file" },
+	{ .name = "mem-limit", .kind = K_SIZE, .offset = AT(mem_limit_bytes),
+	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "SIZE",
+	  .help = "memory budget per rank: bytes, or with a suffix\n"
+		  "K, M, G, T (binary: 1K = 1024), e.g. 512M, 2G",
+	  .def = "available x fraction" },
+	{ .name = "mem-fraction", .kind = K_FRACTION,
+	  .offset = AT(mem_fraction), .cmds = T | M, .group = GROUP_RESOURCES,
+	  .metavar = "F",
+	  .help = "share of available memory used without\n"
+		  "--mem-limit, 0 < F <= 1",
+	  .def = "0.8" },
+	{ .name = "chunk-rows", .kind = K_INT64, .offset = AT(chunk_rows),
+	  .lo = 1, .hi = INT64_MAX, .cmds = T | M,
+	  .group = GROUP_RESOURCES, .metavar = "ROWS",
+	  .help = "force chunks of ROWS rows (tests); results stay\n"
+		  "the same, only speed and memory change",
+	  .def = "auto" },
+	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
+	  .hi = INT_MAX, .cmds = T | M | G, .group = GROUP_RESOURCES,
+	  .metavar = "N", .help = "OpenMP threads per rank",
+	  .def = "OpenMP default" },
+	{ .name = "report-json", .kind = K_PATH, .offset = AT(report_json),
+	  .cmds = T | M, .group = GROUP_GENERAL, .metavar = "FILE",
+	  .help = "also write the final report as JSON to FILE" },
+	{ .name = "config", .short_name = 'c', .kind = K_CONFIG,
+	  .cmds = T | M | G, .group = GROUP_GENERAL, .metavar = "FILE",
+	  .help = "INI job file of `option = value` lines; the rest\n"
+		  "of the command line wins, wherever -c stands" },
+	{ .name = "quiet", .kind = K_NOT_FLAG, .offset = AT(progress),
+	  .cmds = T | M | G, .group = GROUP_GENERAL,
+	  .help = "no progress lines on stderr" },
+	{ .name = "help", .short_name = 'h', .kind = K_HELP,
+	  .cmds = T | M | G, .group = GROUP_GENERAL,
+	  .help = "show this help and exit" },
+	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G,
+	  .group = GROUP_GENERAL, .help = "show the version and exit" },
+};
+
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const struct command {
+	const char *name;
+	xj_command cmd;
+	const char *summary;
+} commands[] = {
+	{ "topk", XJ_CMD_TOPK,
+	  "the k nearest base rows of every query row (exact)" },
+	{ "matrix", XJ_CMD_MATRIX,
+	  "the full query x base distance matrix" },
+	{ "plan", XJ_CMD_PLAN,
+	  "print the rank grid, chunks and memory of topk or matrix;\n"
+	  "compute nothing" },
+	{ "gen", XJ_CMD_GEN,
+	  "write random vectors (/train, /test) for tests and benchmarks" },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* Why each exit code happens; the names come from xj_exit_name(). */
+static const struct {
+	int code;
+	const char *why;
+} exit_codes[] = {
+	{ XJ_OK, "the job ran to the end" },
+	{ XJ_EXIT_INTERNAL, "a bug or an unexpected library failure" },
+	{ XJ_EXIT_USAGE, "bad option, bad job file, existing output" },
+	{ XJ_EXIT_INPUT, "missing or invalid input file or values" },
+	{ XJ_EXIT_RESOURCE, "memory, disk, output not writable" },
+	{ XJ_EXIT_INTERRUPTED, "stopped by a signal at a chunk boundary" },
+};
+
+/* --- lookups --- */
+
+static const struct command *command_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < N_COMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static const char *command_name(xj_command cmd)
+{
+	size_t i;
+
+	for (i = 0; i < N_COMMANDS; i++)
+		if (commands[i].cmd == cmd)
+			return commands[i].name;
+	return "xjoin";
+}
+
+static const struct opt *opt_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++)
+		if (strcmp(opts[i].name, name) == 0)
+			return &opts[i];
+	return NULL;
+}
+
+/* getopt_long reports an option by its val: the short letter, or 256 +
+ * the table index for options that have none. */
+static int opt_val(const struct opt *o)
+{
+	return o->short_name ? o->short_name : 256 + (int)(o - opts);
+}
+
+static const struct opt *opt_by_val(int val)
+{
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++)
+		if (opt_val(&opts[i]) == val)
+			return &opts[i];
+	return NULL;
+}
+
+static int opt_takes_value(const struct opt *o)
+{
+	return o->kind != K_FLAG && o->kind != K_NOT_FLAG &&
+	       o->kind != K_HELP && o->kind != K_VERSION;
+}
+
+/* Commands whose options the job accepts now: plan takes those of the
+ * command it plans, or of both while that is not yet known; no command
+ * (options_set from tests) takes all. */
+static unsigned job_accepts(const xj_job *job)
+{
+	if (job->command == XJ_CMD_PLAN)
+		return job->plan_of == XJ_CMD_NONE ? (T | M) :
+						     1u << job->plan_of;
+	if (job->command == XJ_CMD_NONE)
+		return T | M | G;
+	return 1u << job->command;
+}
+
+/* "topk", "plan", "plan matrix": the command named in messages. */
+static void job_command_label(const xj_job *job, char *buf, size_t size)
+{
+	if (job->command == XJ_CMD_PLAN && job->plan_of != XJ_CMD_NONE)
+		snprintf(buf, size, "plan %s", command_name(job->plan_of));
+	else
+		snprintf(buf, size, "%s", command_name(job->command));
+}
+
+/* --- values --- */
+
+static int parse_int64(const char *shown, const char *s, int64_t lo,
+		       int64_t hi, int64_t *out, xj_status *st)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || *end != '\0')
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: '%s' is not an integer",
+			       shown, s);
+	if (errno == ERANGE)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: %s is out of range",
+			       shown, s);
+	if (v < lo)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: must be at least %lld, got %lld", shown,
+			       (long long)lo, v);
+	if (v > hi)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: must be at most %lld, got %lld", shown,
+			       (long long)hi, v);
+	*out = v;
+	return XJ_OK;
+}
+
+static int parse_finite(const char *shown, const char *s, double *out,
+			xj_status *st)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0')
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: '%s' is not a number",
+			       shown, s);
+	if (!isfinite(v))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: '%s' is not a finite number", shown, s);
+	*out = v;
+	return XJ_OK;
+}
+
+/* "512M" -> 512 << 20. Binary units only, so that "G" means one thing. */
+static int parse_size(const char *shown, const char *s, int64_t *out,
+		      xj_status *st)
+{
+	static const char suffixes[] = "KMGT";
+	const char *pos;
+	char *end;
+	long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: '%s' is not a size",
+			       shown, s);
+	if (*end != '\0') {
+		pos = strchr(suffixes, toupper((unsigned char)*end));
+		if (!pos || (end[1] != '\0' && strcmp(end + 1, "iB") != 0))
+			return xj_fail(st, XJ_EXIT_USAGE,
+				       "%s: bad size '%s' (bytes, or with a K, M, G or T suffix: 512M, 2G)",
+				       shown, s);
+		shift = 10 * (int)(pos - suffixes + 1);
+	}
+	if (errno == ERANGE || v > (INT64_MAX >> shift))
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: %s is too large", shown,
+			       s);
+	if (v <= 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: must be > 0, got %s",
+			       shown, s);
+	*out = (int64_t)v << shift;
+	return XJ_OK;
+}
+
+static int parse_flag(const char *shown, const char *s, int *out,
+		      xj_status *st)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+	size_t i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return XJ_OK;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return XJ_OK;
+		}
+	}
+	return xj_fail(st, XJ_EXIT_USAGE,
+		       "%s: '%s' is not a boolean (true/false, yes/no, 1/0)",
+		       shown, s);
+}
+
+static int set_text(const char *shown, const char *s, char *field,
+		    size_t size, xj_status *st)
+{
+	size_t len = strlen(s);
+
+	if (len == 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: empty value", shown);
+	if (len >= size)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: longer than %zu characters", shown,
+			       size - 1);
+	memcpy(field, s, len + 1);
+	return XJ_OK;
+}
+
+static int set_metric(const char *shown, const char *s, xj_metric *out,
+		      xj_status *st)
+{
+	if (metric_parse(s, out) != 0)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: unknown metric '%s' (l2, sqeuclidean, cosine or ip)",
+			       shown, s);
+	return XJ_OK;
+}
+
+static int set_threshold(const char *shown, const char *s, xj_job *job,
+			 xj_status *st)
+{
+	double v = 0.0;
+
+	if (strcmp(s, "none") == 0) {   /* lets a command line undo a file */
+		job->has_threshold = 0;
+		job->threshold = 0.0;
+		return XJ_OK;
+	}
+	if (parse_finite(shown, s, &v, st))
+		return st->code;
+	job->has_threshold = 1;
+	job->threshold = v;
+	return XJ_OK;
+}
+
+static int set_fraction(const char *shown, const char *s, double *out,
+			xj_status *st)
+{
+	double v = 0.0;
+
+	if (parse_finite(shown, s, &v, st))
+		return st->code;
+	if (!(v > 0.0 && v <= 1.0))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: must be in (0, 1], got %s", shown, s);
+	*out = v;
+	return XJ_OK;
+}
+
+static int set_integer(const struct opt *o, const char *shown, const char *s,
+		       void *field, xj_status *st)
+{
+	int64_t v = 0;
+
+	if (parse_int64(shown, s, o->lo, o->hi, &v, st))
+		return st->code;
+	if (o->kind == K_INT)
+		*(int *)field = (int)v;   /* hi <= INT_MAX */
+	else if (o->kind == K_SEED)
+		*(uint64_t *)field = (uint64_t)v;
+	else
+		*(int64_t *)field = v;
+	return XJ_OK;
+}
+
+/* Set o from text. shown is the name as the user wrote it ("-k", "--k",
+ * or the INI key "k"); value NULL sets a flag. */
+static int set_option(xj_job *job, const struct opt *o, const char *value,
+		      const char *shown, xj_status *st)
+{
+	void *field = (char *)job + o->offset;
+	char label[32];
+	int b;
+
+	if (!(o->cmds & job_accepts(job))) {
+		job_command_label(job, label, sizeof(label));
+		return xj_fail(st, XJ_EXIT_USAGE, "%s does not apply to %s",
+			       shown, label);
+	}
+	if (!value && opt_takes_value(o))
+		return xj_fail(st, XJ_EXIT_USAGE, "%s needs a value", shown);
+	switch (o->kind) {
+	case K_INPUT:
+		if (set_text(shown, value, field, XJ_PATH_MAX, st))
+			return st->code;
+		/* split later by h5in_parse_spec(), which can look at files */
+		((char *)job + o->dset_offset)[0] = '\0';
+		return XJ_OK;
+	case K_PATH:
+		return set_text(shown, value, field, XJ_PATH_MAX, st);
+	case K_INT64:
+	case K_INT:
+	case K_SEED:
+		return set_integer(o, shown, value, field, st);
+	case K_SIZE:
+		return parse_size(shown, value, field, st);
+	case K_FRACTION:
+		return set_fraction(shown, value, field, st);
+	case K_THRESHOLD:
+		return set_threshold(shown, value, job, st);
+	case K_METRIC:
+		return set_metric(shown, value, field, st);
+	case K_FLAG:
+	case K_NOT_FLAG:
+		b = 1;
+		if (value && parse_flag(shown, value, &b, st))
+			return st->code;
+		*(int *)field = o->kind == K_FLAG ? b : !b;
+		return XJ_OK;
+	case K_CONFIG:
+	case K_HELP:
+	case K_VERSION:
+		break;
+	}
+	return xj_fail(st, XJ_EXIT_INTERNAL, "%s is not a job setting", shown);
+}
+
+static int unknown_option(const char *name, xj_status *st)
+{
+	char alt[64];
+	size_t i;
+
+	/* mem_limit for mem-limit: INI habits */
+	snprintf(alt, sizeof(alt), "%s", name);
+	for (i = 0; alt[i]; i++)
+		if (alt[i] == '_')
+			alt[i] = '-';
+	if (strcmp(alt, name) != 0 && opt_find(alt))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "unknown option '%s' (did you mean '%s'?)", name,
+			       alt);
+	return xj_fail(st, XJ_EXIT_USAGE, "unknown option '%s'", name);
+}
+
+int options_set(xj_job *job, const char *name, const char *value,
+		xj_status *st)
+{
+	const struct opt *o = opt_find(name);
+
+	if (!o)
+		return unknown_option(name, st);
+	switch (o->kind) {
+	case K_CONFIG:
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: a job file cannot name another job file (give -c/--config on the command line)",
+			       name);
+	case K_HELP:
+	case K_VERSION:
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: a command-line action, not a job setting",
+			       name);
+	default:
+		return set_option(job, o, value, name, st);
+	}
+}
+
+/* --- command line --- */
+
+/* One option as found on the command line, applied after the job file. */
+struct pending {
+	const struct opt *o;
+	const char *value;
+	int is_long;     /* written as --name, not -c */
+};
+
+struct scan {
+	struct pending *list;
+	int count;
+	const char *config;
+	int help, version;
+};
+
+static void shown_name(const struct pending *p, char *buf, size_t size)
+{
+	if (p->is_long || !p->o->short_name)
+		snprintf(buf, size, "--%s", p->o->name);
+	else
+		snprintf(buf, size, "-%c", p->o->short_name);
+}
+
+static void build_getopt(struct option *longopts, char *shortopts)
+{
+	size_t i;
+	char *s = shortopts;
+
+	*s++ = ':';   /* report a missing value as ':', not '?' */
+	for (i = 0; i < N_OPTS; i++) {
+		longopts[i].name = opts[i].name;
+		longopts[i].has_arg = opt_takes_value(&opts[i]) ?
+				      required_argument : no_argument;
+		longopts[i].flag = NULL;
+		longopts[i].val = opt_val(&opts[i]);
+		if (opts[i].short_name) {
+			*s++ = (char)opts[i].short_name;
+			if (opt_takes_value(&opts[i]))
+				*s++ = ':';
+		}
+	}
+	*s = '\0';
+	memset(&longopts[N_OPTS], 0, sizeof(longopts[N_OPTS]));
+}
+
+/* getopt_long takes any unique start of a long name ("--thr"). */
+static int prefix_matches(const char *text, size_t len)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < N_OPTS; i++)
+		n += strncmp(opts[i].name, text, len) == 0;
+	return n;
+}
+
+/* The message for getopt's '?': an unknown option, or a value given to
+ * a flag as --flag=value. */
+static int bad_option(char **argv, xj_status *st)
+{
+	const struct opt *o = optopt ? opt_by_val(optopt) : NULL;
+	const char *arg = argv[optind - 1];
+	size_t len;
+
+	if (o)
+		return xj_fail(st, XJ_EXIT_USAGE, "--%s takes no value",
+			       o->name);
+	if (optopt)
+		return xj_fail(st, XJ_EXIT_USAGE, "unknown option '-%c'",
+			       optopt);
+	len = strcspn(arg, "=");
+	if (strncmp(arg, "--", 2) == 0 && prefix_matches(arg + 2, len - 2) > 1)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "ambiguous option '%.*s' (the start of several long options)",
+			       (int)len, arg);
+	return xj_fail(st, XJ_EXIT_USAGE, "unknown option '%.*s'", (int)len,
+		       arg);
+}
+
+static int missing_value(xj_status *st)
+{
+	const struct opt *o = opt_by_val(optopt);
+
+	if (!o)
+		return xj_fail(st, XJ_EXIT_USAGE, "an option needs a value");
+	if (o->short_name)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "-%c/--%s needs a value (%s)", o->short_name,
+			       o->name, o->metavar);
+	return xj_fail(st, XJ_EXIT_USAGE, "--%s needs a value (%s)", o->name,
+		       o->metavar);
+}
+
+static int scan_one(struct scan *sc, const struct opt *o, int is_long,
+		    xj_status *st)
+{
+	switch (o->kind) {
+	case K_HELP:
+		sc->help = 1;
+		return XJ_OK;
+	case K_VERSION:
+		sc->version = 1;
+		return XJ_OK;
+	case K_CONFIG:
+		if (sc->config)
+			return xj_fail(st, XJ_EXIT_USAGE,
+				       "-c/--config given twice (one job file per run)");
+		sc->config = optarg;
+		return XJ_OK;
+	default:
+		sc->list[sc->count].o = o;
+		sc->list[sc->count].value = optarg;
+		sc->list[sc->count].is_long = is_long;
+		sc->count++;
+		return XJ_OK;
+	}
+}
+
+/* Walk argv (argv[0] is the command word) with getopt_long, recording
+ * options without applying them: the job file named anywhere on the line
+ * must be applied before every other option. */
+static int scan_args(int argc, char **argv, struct scan *sc, xj_status *st)
+{
+	struct option longopts[N_OPTS + 1];
+	char shortopts[2 + 2 * N_OPTS];
+	const struct opt *o;
+	int c, li;
+
+	build_getopt(longopts, shortopts);
+	optind = 0;   /* glibc: 0 re-initialises getopt, so calls can repeat */
+	opterr = 0;   /* our messages, not getopt's */
+	for (;;) {
+		li = -1;
+		c = getopt_long(argc, argv, shortopts, longopts, &li);
+		if (c == -1)
+			break;
+		if (c == '?')
+			return bad_option(argv, st);
+		if (c == ':')
+			return missing_value(st);
+		o = opt_by_val(c);
+		if (!o)
+			return xj_fail(st, XJ_EXIT_INTERNAL,
+				       "getopt returned unknown option %d", c);
+		if (scan_one(sc, o, li >= 0, st))
+			return st->code;
+	}
+	if (optind < argc)
+		return xj_fail(st, XJ_EXIT_USAGE, "unexpected argument '%s'",
+			       argv[optind]);
+	return XJ_OK;
+}
+
+static int config_setter_job(void *ctx, const char *key, const char *value,
+			     xj_status *st)
+{
+	return options_set(ctx, key, value, st);
+}
+
+static int apply_args(const struct scan *sc, xj_job *job, xj_status *st)
+{
+	char shown[64];
+	int i;
+
+	if (sc->config) {
+		if (config_load(sc->config, config_setter_job, job, st))
+			return st->code;
+		if (set_text("--config", sc->config, job->config,
+			     sizeof(job->config), st))
+			return st->code;
+	}
+	for (i = 0; i < sc->count; i++) {
+		shown_name(&sc->list[i], shown, sizeof(shown));
+		if (set_option(job, sc->list[i].o, sc->list[i].value, shown,
+			       st))
+			return st->code;
+	}
+	return XJ_OK;
+}
+
+static void print_version(FILE *out)
+{
+	fprintf(out, "xjoin %s\n", XJOIN_VERSION);
+}
+
+/* argv[0] is the command word. */
+static int parse_command(int argc, char **argv, xj_job *job, int *action,
+			 FILE *out, xj_status *st)
+{
+	struct scan sc = { 0 };
+	int rc;
+
+	sc.list = calloc((size_t)argc + 1, sizeof(*sc.list));
+	if (!sc.list)
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "out of memory parsing the command line");
+	rc = scan_args(argc, argv, &sc, st);
+	if (rc == XJ_OK && sc.help) {
+		options_help(out, job->command);
+		*action = OPTIONS_HELP_SHOWN;
+	} else if (rc == XJ_OK && sc.version) {
+		print_version(out);
+		*action = OPTIONS_VERSION_SHOWN;
+	} else if (rc == XJ_OK) {
+		rc = apply_args(&sc, job, st);
+	}
+	free(sc.list);
+	return rc;
+}
+
+/* `xjoin help [COMMAND]` */
+static int parse_help(int argc, char **argv, int *action, FILE *out,
+		      xj_status *st)
+{
+	const struct command *c = NULL;
+
+	if (argc > 3)
+		return xj_fail(st, XJ_EXIT_USAGE, "unexpected argument '%s'",
+			       argv[3]);
+	if (argc == 3) {
+		c = command_find(argv[2]);
+		if (!c)
+			return xj_fail(st, XJ_EXIT_USAGE,
+				       "unknown command '%s'", argv[2]);
+	}
+	options_help(out, c ? c->cmd : XJ_CMD_NONE);
+	*action = OPTIONS_HELP_SHOWN;
+	return XJ_OK;
+}
+
+/* `plan [topk|matrix]`: returns how many words name the command. */
+static int parse_plan_target(int argc, char **argv, xj_job *job,
+			     xj_status *st)
+{
+	const struct command *c;
+
+	if (argc < 3 || argv[2][0] == '-')
+		return 1;
+	c = command_find(argv[2]);
+	if (!c)
+		return 1;   /* not a command: getopt reports it */
+	if (c->cmd != XJ_CMD_TOPK && c->cmd != XJ_CMD_MATRIX) {
+		xj_fail(st, XJ_EXIT_USAGE,
+			"plan applies to topk or matrix, not %s", c->name);
+		return -1;
+	}
+	job->plan_of = c->cmd;
+	return 2;
+}
+
+/* " (see xjoin topk --help)" after every usage message. */
+static void add_hint(const xj_job *job, xj_status *st)
+{
+	size_t len = strlen(st->msg);
+
+	if (st->code != XJ_EXIT_USAGE)
+		return;
+	if (job->command == XJ_CMD_NONE)
+		snprintf(st->msg + len, sizeof(st->msg) - len,
+			 " (see xjoin --help)");
+	else
+		snprintf(st->msg + len, sizeof(st->msg) - len,
+			 " (see xjoin %s --help)", command_name(job->command));
+}
+
+static int parse_argv(int argc, char **argv, xj_job *job, int *action,
+		      FILE *out, xj_status *st)
+{
+	const struct command *c;
+	const char *word;
+	int first;
+
+	if (argc < 2)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "no command (topk, matrix, plan or gen)");
+	word = argv[1];
+	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0 ||
+	    strcmp(word, "help") == 0)
+		return parse_help(argc, argv, action, out, st);
+	if (strcmp(word, "--version") == 0) {
+		print_version(out);
+		*action = OPTIONS_VERSION_SHOWN;
+		return XJ_OK;
+	}
+	c = command_find(word);
+	if (!c && word[0] == '-')
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "'%s' before the command: write xjoin COMMAND [options]",
+			       word);
+	if (!c)
+		return xj_fail(st, XJ_EXIT_USAGE, "unknown command '%s'", word);
+	job->command = c->cmd;
+	first = 1;
+	if (c->cmd == XJ_CMD_PLAN) {
+		first = parse_plan_target(argc, argv, job, st);
+		if (first < 0)
+			return st->code;
+	}
+	if (parse_command(argc - first, argv + first, job, action, out, st))
+		return st->code;
+	if (*action != OPTIONS_RUN)
+		return XJ_OK;
+	if (job->command == XJ_CMD_PLAN && job->plan_of == XJ_CMD_NONE)
+		job->plan_of = job->k > 0 ? XJ_CMD_TOPK : XJ_CMD_MATRIX;
+	return job_check(job, st);
+}
+
+int options_parse(int argc, char **argv, xj_job *job, int *action, FILE *out,
+		  xj_status *st)
+{
+	xj_ok(st);
+	job_defaults(job);
+	*action = OPTIONS_RUN;
+	if (parse_argv(argc, argv, job, action, out, st))
+		add_hint(job, st);
+	return st->code;
+}
+
+/* --- help --- */
+
+/* Options shown for cmd: those of both commands for plan. */
+static unsigned help_mask(xj_command cmd)
+{
+	return cmd == XJ_CMD_PLAN ? (T | M) : 1u << cmd;
+}
+
+/* "-q, --query QUERIES" or "    --self" */
+static void help_left(const struct opt *o, char *buf, size_t size)
+{
+	char shortpart[8] = "    ";
+
+	if (o->short_name)
+		snprintf(shortpart, sizeof(shortpart), "-%c, ", o->short_name);
+	snprintf(buf, size, "%s--%s%s%s", shortpart, o->name,
+		 o->metavar ? " " : "", o->metavar ? o->metavar : "");
+}
+
+/* "-q QUERIES", "--self" */
+static void usage_word(const struct opt *o, char *buf, size_t size)
+{
+	if (o->short_name)
+		snprintf(buf, size, "-%c", o->short_name);
+	else
+		snprintf(buf, size, "--%s", o->name);
+	if (o->metavar)
+		snprintf(buf + strlen(buf), size - strlen(buf), " %s",
+			 o->metavar);
+}
+
+/* Prints " word" (or "\n   ... word" past 79 columns); returns the column. */
+static int usage_put(FILE *out, int col, int indent, const char *word)
+{
+	int len = (int)strlen(word) + 1;
+
+	if (col + len > 79) {
+		fprintf(out, "\n%*s", indent, "");
+		col = indent;
+	}
+	fprintf(out, " %s", word);
+	return col + len;
+}
+
+static void help_usage(FILE *out, xj_command cmd)
+{
+	unsigned mask = help_mask(cmd), req = 1u << cmd;
+	char word[64], shown[72];
+	int col, indent;
+	size_t i;
+
+	col = fprintf(out, "usage: xjoin %s", command_name(cmd));
+	indent = col;
+	if (cmd == XJ_CMD_PLAN)
+		col = usage_put(out, col, indent, "[topk|matrix]");
+	for (i = 0; i < N_OPTS; i++) {
+		if (opts[i].group != GROUP_JOB || !(opts[i].cmds & mask))
+			continue;
+		usage_word(&opts[i], word, sizeof(word));
+		snprintf(shown, sizeof(shown),
+			 opts[i].required & req ? "%s" : "[%s]", word);
+		col = usage_put(out, col, indent, shown);
+	}
+	usage_put(out, col, indent, "[options]");
+	fputc('\n', out);
+}
+
+/* Prints text, continuing each '\n' on a line indented by indent. */
+static void print_indented(FILE *out, const char *text, int indent)
+{
+	const char *nl;
+
+	while ((nl = strchr(text, '\n')) != NULL) {
+		fprintf(out, "%.*s\n%*s", (int)(nl - text), text, indent, "");
+		text = nl + 1;
+	}
+	fputs(text, out);
+}
+
+static int help_width(unsigned mask)
+{
+	char left[128];
+	int w = 0;
+	size_t i;
+
+	for (i = 0; i < N_OPTS; i++) {
+		if (!(opts[i].cmds & mask))
+			continue;
+		help_left(&opts[i], left, sizeof(left));
+		if ((int)strlen(left) > w)
+			w = (int)strlen(left);
+	}
+	return w;
+}
+
+/* " [default: X]" after the help, or under it when the line would pass
+ * 79 columns. */
+static void help_default(FILE *out, const struct opt *o, int indent)
+{
+	const char *last = strrchr(o->help, '\n');
+	size_t used = (size_t)indent + strlen(last ? last + 1 : o->help);
+
+	if (!o->def)
+		return;
+	if (used + strlen(" [default: ]") + strlen(o->def) > 79)
+		fprintf(out, "\n%*s", indent - 1, "");
+	fprintf(out, " [default: %s]", o->def);
+}
+
+static void help_group(FILE *out, xj_command cmd, enum opt_group group,
+		       const char *title)
+{
+	unsigned mask = help_mask(cmd);
+	int width = help_width(mask);
+	char left[128];
+	size_t i;
+
+	fprintf(out, "\n%s:\n", title);
+	for (i = 0; i < N_OPTS; i++) {
+		const struct opt *o = &opts[i];
+
+		if (o->group != group || !(o->cmds & mask))
+			continue;
+		help_left(o, left, sizeof(left));
+		fprintf(out, "  %-*s  ", width, left);
+		print_indented(out, o->help, width + 4);
+		help_default(out, o, width + 4);
+		fputc('\n', out);
+	}
+}
+
+static void help_commands(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "\ncommands:\n");
+	for (i = 0; i < N_COMMANDS; i++) {
+		fprintf(out, "  %-8s ", commands[i].name);
+		print_indented(out, commands[i].summary, 11);
+		fputc('\n', out);
+	}
+}
+
+static void help_exit_codes(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "\nexit status:\n");
+	for (i = 0; i < sizeof(exit_codes) / sizeof(exit_codes[0]); i++)
+		fprintf(out, "  %d  %-15s %s\n", exit_codes[i].code,
+			xj_exit_name(exit_codes[i].code), exit_codes[i].why);
+}
+
+static void help_top(FILE *out)
+{
+	fprintf(out,
+		"usage: xjoin COMMAND [options]\n"
+		"       xjoin help COMMAND | xjoin COMMAND --help\n"
+		"       xjoin --version\n"
+		"\n"
+		"Exact top-k joins and distance matrices between two sets of\n"
+		"dense vectors stored in HDF5, on one CPU or many MPI ranks.\n");
+	help_commands(out);
+	fprintf(out,
+		"\n"
+		"Options come from the command line and from an INI job file\n"
+		"(-c FILE) whose keys are the long option names; the command\n"
+		"line wins over the file, the file over the defaults.\n");
+	help_exit_codes(out);
+}
+
+void options_help(FILE *out, xj_command cmd)
+{
+	size_t i;
+
+	if (cmd == XJ_CMD_NONE) {
+		help_top(out);
+		return;
+	}
+	help_usage(out, cmd);
+	for (i = 0; i < N_COMMANDS; i++) {
+		if (commands[i].cmd != cmd)
+			continue;
+		fputc('\n', out);
+		print_indented(out, commands[i].summary, 0);
+		fputc('\n', out);
+	}
+	if (cmd == XJ_CMD_PLAN)
+		fprintf(out,
+			"\nIt takes the options of the command it plans (topk\n"
+			"when -k is given and no command is named, else matrix);\n"
+			"-o is optional.\n");
+	help_group(out, cmd, GROUP_JOB, "job");
+	help_group(out, cmd, GROUP_RESOURCES, "resources");
+	help_group(out, cmd, GROUP_GENERAL, "general");
+	fprintf(out,
+		"\nEvery option but config, help and version can stand in a\n"
+		"job file as `name = value` (flags: true or false).\n");
+}
