@@ -1,0 +1,206 @@
+/* comm.c: communicators, error agreement, top-k reduce-scatter over MPI. */
+#define _GNU_SOURCE
+#include "comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../kernels/topk.h"
+#include "plan.h"
+
+static char self_host[256] = "?";
+static int self_rank = -1;
+
+_Noreturn void xj_abort(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "xjoin: fatal [%s rank %d]: ", self_host, self_rank);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	MPI_Abort(MPI_COMM_WORLD, code ? code : XJ_EXIT_INTERNAL);
+	exit(code ? code : XJ_EXIT_INTERNAL);
+}
+
+_Noreturn void comm_mpi_fatal(int rc, const char *what, const char *file,
+			      int line)
+{
+	char msg[MPI_MAX_ERROR_STRING] = "";
+	int len = 0;
+
+	MPI_Error_string(rc, msg, &len);
+	xj_abort(XJ_EXIT_INTERNAL, "%s:%d: %s failed: %s", file, line, what,
+		 msg);
+}
+
+void xj_log0(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (self_rank != 0)
+		return;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+}
+
+int comm_init(xj_comm *c, xj_status *st)
+{
+	memset(c, 0, sizeof(*c));
+	c->world = MPI_COMM_WORLD;
+	c->row = MPI_COMM_NULL;
+	MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
+	MPI_CHECK(MPI_Comm_size(c->world, &c->nranks));
+	MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank,
+				      MPI_INFO_NULL, &c->node));
+	MPI_CHECK(MPI_Comm_rank(c->node, &c->local_rank));
+	MPI_CHECK(MPI_Comm_size(c->node, &c->local_size));
+	if (gethostname(c->host, sizeof(c->host) - 1))
+		snprintf(c->host, sizeof(c->host), "unknown-host");
+	snprintf(self_host, sizeof(self_host), "%s", c->host);
+	self_rank = c->rank;
+	(void)st;
+	return XJ_OK;
+}
+
+int comm_grid(xj_comm *c, int pc, xj_status *st)
+{
+	MPI_CHECK(MPI_Comm_split(c->world, c->rank / pc, c->rank % pc,
+				 &c->row));
+	MPI_CHECK(MPI_Comm_rank(c->row, &c->row_rank));
+	MPI_CHECK(MPI_Comm_size(c->row, &c->row_size));
+	(void)st;
+	return XJ_OK;
+}
+
+void comm_release(xj_comm *c)
+{
+	if (c->row != MPI_COMM_NULL)
+		MPI_Comm_free(&c->row);
+	if (c->node != MPI_COMM_NULL)
+		MPI_Comm_free(&c->node);
+}
+
+int comm_agree(xj_comm *c, xj_status *st)
+{
+	int in[2] = { st->code, st->code ? c->rank : c->nranks };
+	int code, first;
+
+	MPI_CHECK(MPI_Allreduce(&in[0], &code, 1, MPI_INT, MPI_MAX, c->world));
+	if (code == XJ_OK)
+		return XJ_OK;
+	MPI_CHECK(MPI_Allreduce(&in[1], &first, 1, MPI_INT, MPI_MIN, c->world));
+	MPI_CHECK(MPI_Bcast(st->msg, sizeof(st->msg), MPI_CHAR, first,
+			    c->world));
+	MPI_CHECK(MPI_Bcast(&st->code, 1, MPI_INT, first, c->world));
+	st->msg[sizeof(st->msg) - 1] = '\0';
+	return st->code;
+}
+
+/* ---- MPI transport ---------------------------------------------------- */
+
+static int mpi_alltoallv(const xj_transport *t, xj_elem type,
+			 const void *send, const int64_t *scount,
+			 const int64_t *sdispl, void *recv,
+			 const int64_t *rcount, const int64_t *rdispl,
+			 xj_status *st)
+{
+	MPI_Comm comm = t->mpi_comm;
+	MPI_Datatype dt = type == XJ_T_F32 ? MPI_FLOAT : MPI_INT64_T;
+	int n = t->size, rc = XJ_OK;
+	int *sc = malloc(4 * n * sizeof(int));
+
+	if (!sc)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
+	for (int i = 0; i < n; i++) {
+		/* plan.c caps list entries per exchange far below INT_MAX */
+		sc[i] = (int)scount[i];
+		sc[n + i] = (int)sdispl[i];
+		sc[2 * n + i] = (int)rcount[i];
+		sc[3 * n + i] = (int)rdispl[i];
+	}
+	MPI_CHECK(MPI_Alltoallv(send, sc, sc + n, dt, recv, sc + 2 * n,
+				sc + 3 * n, dt, comm));
+	free(sc);
+	return rc;
+}
+
+void comm_mpi_transport(MPI_Comm comm, xj_transport *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->mpi_comm = comm;
+	t->name = "mpi";
+	MPI_Comm_size(comm, &t->size);
+	MPI_Comm_rank(comm, &t->rank);
+	t->alltoallv = mpi_alltoallv;
+}
+
+/* ---- the merge algorithm (transport-agnostic) ------------------------- */
+
+int comm_topk_reduce_scatter(const xj_transport *t, int64_t rows, int64_t k,
+			     const float *key, const int64_t *idx,
+			     float *out_key, int64_t *out_idx,
+			     int64_t *out_row0, int64_t *out_rows,
+			     xj_status *st)
+{
+	int p = t->size, me = t->rank;
+	int64_t *cnt = calloc(4 * (size_t)p, sizeof(int64_t));
+	int64_t my0, myrows, nrecv;
+	float *rkey = NULL;
+	int64_t *ridx = NULL;
+	const float **lk = NULL;
+	const int64_t **li = NULL;
+	int rc = XJ_OK;
+
+	plan_block(rows, p, me, &my0, &myrows);
+	*out_row0 = my0;
+	*out_rows = myrows;
+	if (!cnt)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
+	for (int j = 0; j < p; j++) {
+		int64_t r0, nr;
+
+		plan_block(rows, p, j, &r0, &nr);
+		cnt[j] = nr * k;                    /* send count */
+		cnt[p + j] = r0 * k;                /* send displacement */
+		cnt[2 * p + j] = myrows * k;        /* receive count */
+		cnt[3 * p + j] = j * myrows * k;    /* receive displacement */
+	}
+	nrecv = (int64_t)p * myrows * k;
+	rkey = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(float));
+	ridx = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(int64_t));
+	lk = malloc((size_t)p * sizeof(*lk));
+	li = malloc((size_t)p * sizeof(*li));
+	if (!rkey || !ridx || !lk || !li) {
+		rc = xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
+		goto out;
+	}
+	rc = t->alltoallv(t, XJ_T_F32, key, cnt, cnt + p, rkey, cnt + 2 * p,
+			  cnt + 3 * p, st);
+	if (!rc)
+		rc = t->alltoallv(t, XJ_T_I64, idx, cnt, cnt + p, ridx,
+				  cnt + 2 * p, cnt + 3 * p, st);
+	if (rc)
+		goto out;
+	for (int64_t r = 0; r < myrows; r++) {
+		for (int j = 0; j < p; j++) {
+			lk[j] = rkey + (j * myrows + r) * k;
+			li[j] = ridx + (j * myrows + r) * k;
+		}
+		topk_merge(p, lk, li, k, out_key + r * k, out_idx + r * k);
+	}
+out:
+	free(cnt);
+	free(rkey);
+	free(ridx);
+	free(lk);
+	free(li);
+	return rc;
+}

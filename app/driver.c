@@ -1,0 +1,319 @@
+/* driver.c: read slabs -> backend -> merge -> write (see driver.h). */
+#include "driver.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/metric.h"
+#include "../kernels/topk.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static void *alloc_or_fail(size_t count, size_t size, const char *what,
+			   xj_status *st)
+{
+	void *p = malloc((count ? count : 1) * size);
+
+	if (!p)
+		xj_fail(st, XJ_EXIT_RESOURCE, "cannot allocate %zu bytes for %s",
+			count * size, what);
+	return p;
+}
+
+static int read_rows(h5in *in, const h5in_info *info, xj_metric m,
+		     int64_t row0, int64_t rows, float *buf, xj_status *st)
+{
+	if (h5in_read(in, row0, rows, buf, st))
+		return st->code;
+	if (metric_check_rows(m, buf, rows, info->cols, row0, st))
+		return xj_wrap(st, "%s:%s", info->file, info->dset);
+	return XJ_OK;
+}
+
+/* Check rows [row0, row0+rows) of one input slab by slab. On failure
+ * *first_bad is the start of the failing slab (slabs of different ranks
+ * never overlap, so the smallest one holds the first bad row). */
+static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
+			  int64_t rows, int64_t slab, float *buf,
+			  int64_t *first_bad, xj_status *st)
+{
+	h5in *in = NULL;
+
+	*first_bad = INT64_MAX;
+	if (rows == 0)
+		return XJ_OK;
+	if (h5in_open(info, &in, st))
+		return st->code;
+	for (int64_t r = row0; r < row0 + rows; r += slab) {
+		if (read_rows(in, info, m, r, min64(slab, row0 + rows - r), buf,
+			      st)) {
+			*first_bad = r;
+			break;
+		}
+	}
+	h5in_close(in);
+	return st->code;
+}
+
+/* Agree on the error with the smallest key; its rank's message wins. */
+static int agree_first(xj_comm *c, int64_t key, xj_status *st)
+{
+	int64_t best;
+	int who, cand;
+
+	MPI_CHECK(MPI_Allreduce(&key, &best, 1, MPI_INT64_T, MPI_MIN,
+				c->world));
+	if (best == INT64_MAX)
+		return comm_agree(c, st);
+	cand = key == best ? c->rank : c->nranks;
+	MPI_CHECK(MPI_Allreduce(&cand, &who, 1, MPI_INT, MPI_MIN, c->world));
+	MPI_CHECK(MPI_Bcast(st, sizeof(*st), MPI_BYTE, who, c->world));
+	return st->code;
+}
+
+int driver_validate(xj_run *run, xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t d = run->job->d, slab = run->pl.bchunk_rows, q0, qn, b0, bn;
+	int64_t bad;
+	float *buf;
+	double t0 = report_now();
+
+	/* split my query block over my row's Pc ranks and my base shard over
+	 * my column's Pr ranks: each row is checked by exactly one rank */
+	plan_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
+	plan_block(v->brows, run->pl.pr, v->row, &b0, &bn);
+	slab = slab > run->pl.qchunk_rows ? slab : run->pl.qchunk_rows;
+	buf = alloc_or_fail((size_t)(slab * d), sizeof(float), "validation",
+			    st);
+	if (buf) {
+		validate_range(&run->qinfo, run->job->metric, v->q0 + q0, qn,
+			       slab, buf, &bad, st);
+	} else {
+		bad = 0;
+	}
+	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
+		if (buf)
+			validate_range(&run->binfo, run->job->metric,
+				       v->b0 + b0, bn, slab, buf, &bad, st);
+		agree_first(run->comm, st->code ? bad : INT64_MAX, st);
+	}
+	free(buf);
+	report_add(run->rep, PH_VALIDATE, &t0);
+	return st->code;
+}
+
+/* ---- top-k ------------------------------------------------------------ */
+
+typedef struct topk_bufs {
+	float *q, *b;           /* chunks as read */
+	float *key;             /* local lists, qchunk x k */
+	int64_t *idx;
+	float *mkey;            /* merged lists of my part */
+	int64_t *midx;
+	float *dist;            /* output values of my part */
+} topk_bufs;
+
+static int topk_alloc(const xj_run *run, topk_bufs *b, xj_status *st)
+{
+	int64_t d = run->job->d, k = run->job->k, qc = run->pl.qchunk_rows;
+	int64_t part = qc / run->pl.pc + 1;
+
+	memset(b, 0, sizeof(*b));
+	b->q = alloc_or_fail((size_t)(qc * d), sizeof(float), "queries", st);
+	b->b = alloc_or_fail((size_t)(run->pl.bchunk_rows * d), sizeof(float),
+			     "base rows", st);
+	b->key = alloc_or_fail((size_t)(qc * k), sizeof(float), "k-lists", st);
+	b->idx = alloc_or_fail((size_t)(qc * k), sizeof(int64_t), "k-lists",
+			       st);
+	b->mkey = alloc_or_fail((size_t)(part * k), sizeof(float), "merge", st);
+	b->midx = alloc_or_fail((size_t)(part * k), sizeof(int64_t), "merge",
+				st);
+	b->dist = alloc_or_fail((size_t)(part * k), sizeof(float), "output",
+				st);
+	return st->code;
+}
+
+static void topk_free(topk_bufs *b)
+{
+	free(b->q);
+	free(b->b);
+	free(b->key);
+	free(b->idx);
+	free(b->mkey);
+	free(b->midx);
+	free(b->dist);
+}
+
+/* Local k-lists of query rows [q0, q0+qrows) against my base shard. */
+static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
+		      int64_t qrows, topk_bufs *b, xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t d = run->job->d, bc = run->pl.bchunk_rows;
+	xj_backend *be = run->be;
+	double t0 = report_now();
+	xj_rows q = { b->q, qrows, d, q0 };
+
+	if (read_rows(qin, &run->qinfo, run->job->metric, q0, qrows, b->q, st))
+		return st->code;
+	report_add(run->rep, PH_READ, &t0);
+	if (be->topk_begin(be, &q, st))
+		return st->code;
+	for (int64_t r = v->b0; r < v->b0 + v->brows; r += bc) {
+		xj_rows br = { b->b, min64(bc, v->b0 + v->brows - r), d, r };
+
+		if (read_rows(bin, &run->binfo, run->job->metric, r, br.rows,
+			      b->b, st))
+			return st->code;
+		report_add(run->rep, PH_READ, &t0);
+		if (be->topk_add(be, &br, st))
+			return st->code;
+		run->rep->gemm_flops = be->gemm_flops;
+		report_add(run->rep, PH_COMPUTE, &t0);
+		report_progress(run->rep, run->comm);
+	}
+	be->topk_end(be, b->key, b->idx, st);
+	report_add(run->rep, PH_COMPUTE, &t0);
+	return st->code;
+}
+
+static int open_inputs(xj_run *run, h5in **qin, h5in **bin, xj_status *st)
+{
+	*qin = *bin = NULL;
+	if (run->view.qrows && h5in_open(&run->qinfo, qin, st))
+		return st->code;
+	if (run->view.qrows && run->view.brows &&
+	    h5in_open(&run->binfo, bin, st))
+		return st->code;
+	return XJ_OK;
+}
+
+int driver_topk(xj_run *run, xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t k = run->job->k, qc = run->pl.qchunk_rows;
+	xj_transport tr;
+	topk_bufs b;
+	h5in *qin = NULL, *bin = NULL;
+	int slot_idx, slot_dist;
+
+	comm_mpi_transport(run->comm->row, &tr);
+	topk_alloc(run, &b, st);
+	if (!st->code)
+		open_inputs(run, &qin, &bin, st);
+	if (comm_agree(run->comm, st))
+		goto out;
+	if (h5out_add_dataset(run->out, "neighbors", H5OUT_I64, run->job->n, k,
+			      0, &slot_idx, st) ||
+	    h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n, k,
+			      0, &slot_dist, st))
+		goto out;
+	for (int64_t round = 0; round < run->pl.qrounds; round++) {
+		int64_t q0 = v->q0 + round * qc, part0 = 0, nrows = 0;
+		int64_t qrows = round < v->nqchunks ?
+				min64(qc, v->q0 + v->qrows - q0) : 0;
+		double t0;
+
+		if (qrows)
+			topk_local(run, qin, bin, q0, qrows, &b, st);
+		if (comm_agree(run->comm, st))
+			break;
+		t0 = report_now();
+		/* my whole grid row has the same query block, so all its
+		 * ranks take part in this exchange or none does */
+		if (qrows)
+			comm_topk_reduce_scatter(&tr, qrows, k, b.key, b.idx,
+						 b.mkey, b.midx, &part0,
+						 &nrows, st);
+		for (int64_t i = 0; i < nrows * k; i++)
+			b.dist[i] = metric_key_to_value(run->job->metric,
+							 b.mkey[i]);
+		report_add(run->rep, PH_MERGE, &t0);
+		if (comm_agree(run->comm, st))
+			break;
+		if (h5out_write(run->out, slot_idx, q0 + part0, nrows, 0, k,
+				b.midx, st) ||
+		    h5out_write(run->out, slot_dist, q0 + part0, nrows, 0, k,
+				b.dist, st))
+			break;
+		report_add(run->rep, PH_WRITE, &t0);
+	}
+out:
+	if (qin)
+		h5in_close(qin);
+	if (bin)
+		h5in_close(bin);
+	topk_free(&b);
+	return st->code;
+}
+
+/* ---- full matrix ------------------------------------------------------ */
+
+int driver_matrix(xj_run *run, xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
+	int64_t bc = run->pl.bchunk_rows;
+	float *q = NULL, *b = NULL, *out = NULL;
+	h5in *qin = NULL, *bin = NULL;
+	int slot;
+
+	q = alloc_or_fail((size_t)(qc * d), sizeof(float), "queries", st);
+	b = alloc_or_fail((size_t)(bc * d), sizeof(float), "base rows", st);
+	out = alloc_or_fail((size_t)(qc * bc), sizeof(float), "matrix block",
+			    st);
+	if (!st->code)
+		open_inputs(run, &qin, &bin, st);
+	if (comm_agree(run->comm, st))
+		goto out;
+	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n,
+			      run->job->m, qc, &slot, st))
+		goto out;
+	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
+		int64_t q0 = v->q0 + qr * qc;
+		int64_t qrows = qr < v->nqchunks ?
+				min64(qc, v->q0 + v->qrows - q0) : 0;
+		double t0 = report_now();
+
+		if (qrows && v->brows)
+			read_rows(qin, &run->qinfo, run->job->metric, q0, qrows,
+				  q, st);
+		report_add(run->rep, PH_READ, &t0);
+		for (int64_t br = 0; br < run->pl.brounds; br++) {
+			int64_t b0 = v->b0 + br * bc;
+			int64_t brows = br < v->nbchunks ?
+					min64(bc, v->b0 + v->brows - b0) : 0;
+			xj_rows qx = { q, qrows, d, q0 }, bx = { b, brows, d, b0 };
+
+			if (!qrows)
+				brows = 0;
+			if (!st->code && brows) {
+				read_rows(bin, &run->binfo, run->job->metric,
+					  b0, brows, b, st);
+				report_add(run->rep, PH_READ, &t0);
+				if (!st->code)
+					run->be->matrix_block(run->be, &qx, &bx,
+							      out, st);
+				report_add(run->rep, PH_COMPUTE, &t0);
+				report_progress(run->rep, run->comm);
+			}
+			if (comm_agree(run->comm, st))
+				goto out;
+			if (h5out_write(run->out, slot, q0, brows ? qrows : 0,
+					b0, brows, out, st))
+				goto out;
+			report_add(run->rep, PH_WRITE, &t0);
+		}
+	}
+out:
+	if (qin)
+		h5in_close(qin);
+	if (bin)
+		h5in_close(bin);
+	free(q);
+	free(b);
+	free(out);
+	return st->code;
+}

@@ -1,0 +1,44 @@
+/*
+ * driver.h: the data flow of one run, independent of the backend.
+ *
+ * defines: xj_run, driver_validate, driver_topk, driver_matrix
+ *
+ *   validate:  every input row is read once by exactly one rank and checked
+ *              (NaN/Inf, metric rules); ranks agree on the first bad row.
+ *   topk:      for each query chunk: read it, stream the base shard through
+ *              the backend chunk by chunk, take the local k-lists, merge
+ *              them across the grid row (reduce-scatter), write this rank's
+ *              part collectively.
+ *   matrix:    for each (query chunk, base chunk): compute the block, write
+ *              it collectively as a hyperslab.
+ * Every collective step is preceded by comm_agree, so no rank waits on a
+ * rank that failed.
+ */
+#ifndef XJ_DRIVER_H
+#define XJ_DRIVER_H
+
+#include "../io/h5in.h"
+#include "../io/h5out.h"
+#include "../kernels/backend.h"
+#include "comm.h"
+#include "job.h"
+#include "plan.h"
+#include "report.h"
+
+typedef struct xj_run {
+	const xj_job *job;
+	xj_comm *comm;
+	plan_in pin;
+	plan pl;
+	plan_rank_view view;
+	h5in_info qinfo, binfo;
+	xj_backend *be;
+	h5out *out;
+	xj_report *rep;
+} xj_run;
+
+int driver_validate(xj_run *run, xj_status *st);
+int driver_topk(xj_run *run, xj_status *st);
+int driver_matrix(xj_run *run, xj_status *st);
+
+#endif

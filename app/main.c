@@ -1,0 +1,332 @@
+/*
+ * main.c: xjoin's entry point. The whole data flow, top to bottom:
+ *
+ *   options (cli + INI) -> job -> inputs probed -> plan -> output created
+ *   -> inputs validated -> driver (read slabs, backend, merge, write)
+ *   -> attributes -> rename into place -> report
+ *
+ * Rank 0 resolves the job and probes the inputs; every rank learns the
+ * verdict (comm_agree) before any collective step, then receives the job.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../io/h5in.h"
+#include "../io/h5out.h"
+#include "../kernels/backend.h"
+#include "../kernels/metric.h"
+#include "comm.h"
+#include "driver.h"
+#include "gen.h"
+#include "job.h"
+#include "mem.h"
+#include "options.h"
+#include "plan.h"
+#include "report.h"
+#include "version.h"
+
+/* Print the agreed error once (rank 0) and return its exit code. */
+static int report_error(const xj_comm *c, const xj_status *st)
+{
+	if (c->rank == 0) {
+		fprintf(stderr, "xjoin: %s: %s\n", xj_exit_name(st->code),
+			st->msg);
+		fflush(stderr);
+	}
+	return st->code;
+}
+
+static int resolve_one(const char *spec, const char *def, h5in_info *info,
+		       xj_status *st)
+{
+	char file[XJ_PATH_MAX], dset[XJ_NAME_MAX];
+
+	if (h5in_parse_spec(spec, file, dset, st))
+		return st->code;
+	return h5in_probe(file, dset, def, info, st);
+}
+
+static int same_file(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+
+	if (!realpath(a, ra) || !realpath(b, rb))
+		return 0;
+	return strcmp(ra, rb) == 0;
+}
+
+/* Rank 0: probe both inputs and fill the job's shapes. */
+static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
+			  xj_status *st)
+{
+	if (resolve_one(job->query_file, "test", qi, st))
+		return xj_wrap(st, "queries");
+	if (resolve_one(job->base_file, "train", bi, st))
+		return xj_wrap(st, "base");
+	if (qi->cols != bi->cols)
+		return xj_fail(st, XJ_EXIT_INPUT, "dimensions differ: queries "
+			       "%s:%s have %" PRId64 " columns, base %s:%s has %"
+			       PRId64, qi->file, qi->dset, qi->cols, bi->file,
+			       bi->dset, bi->cols);
+	job->n = qi->rows;
+	job->m = bi->rows;
+	job->d = qi->cols;
+	if (same_file(qi->file, bi->file) && !strcmp(qi->dset, bi->dset) &&
+	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK))
+		job->self = 1;
+	if (job->command == XJ_CMD_TOPK && job->k > job->m - job->self)
+		fprintf(stderr, "xjoin: warning: k = %" PRId64 " exceeds the "
+			"%" PRId64 " candidate base rows: lists are padded "
+			"with -1\n", job->k, job->m - job->self);
+	return XJ_OK;
+}
+
+static int default_threads(const xj_comm *c)
+{
+	int mask = cpu_affinity_count();
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int t;
+
+	if (getenv("OMP_NUM_THREADS"))
+		return omp_get_max_threads();
+	/* an unbound rank sees every core: share them with local ranks */
+	if (online > 0 && mask >= online)
+		t = mask / c->local_size;
+	else
+		t = mask;
+	return t > 0 ? t : 1;
+}
+
+/* One line per rank, gathered and printed in rank order. */
+static void print_ranks(const xj_comm *c, int threads)
+{
+	char line[512], *all = NULL;
+	int mask = cpu_affinity_count();
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+
+	snprintf(line, sizeof(line), "#  rank %3d  pid %7d  host %-20s "
+		 "backend cpu  threads %d  cores in mask %d of %ld", c->rank,
+		 (int)getpid(), c->host, threads, mask, online);
+	if (c->rank == 0)
+		all = malloc(sizeof(line) * (size_t)c->nranks);
+	MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, all, sizeof(line),
+			     MPI_CHAR, 0, c->world));
+	if (c->rank == 0) {
+		for (int i = 0; i < c->nranks; i++)
+			printf("%s\n", all + (size_t)i * sizeof(line));
+		if (c->local_size == 1 && mask == 1 && online > 1)
+			printf("# note: rank 0 is bound to one core of %ld; "
+			       "use mpirun --bind-to none (or --map-by "
+			       "slot:PE=N) to give it more\n", online);
+		fflush(stdout);
+	}
+	free(all);
+}
+
+static int64_t rank_budget(const xj_job *job, const xj_comm *c)
+{
+	int64_t mine, min;
+
+	if (job->mem_limit_bytes > 0)
+		mine = job->mem_limit_bytes;
+	else
+		mine = (int64_t)(mem_available_bytes() * job->mem_fraction /
+				 c->local_size);
+	MPI_CHECK(MPI_Allreduce(&mine, &min, 1, MPI_INT64_T, MPI_MIN,
+				c->world));
+	return min;
+}
+
+static void backend_config(const xj_job *job, const plan *p, int threads,
+			   xj_backend_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->metric = job->metric;
+	cfg->k = job->k;
+	cfg->d = job->d;
+	cfg->has_threshold = job->has_threshold;
+	cfg->threshold_key = job->has_threshold ?
+			     metric_value_to_key(job->metric, job->threshold) : 0;
+	cfg->self = job->self;
+	cfg->threads = threads;
+	cfg->max_query_rows = p ? p->qchunk_rows : 0;
+	cfg->max_base_rows = p ? p->bchunk_rows : 0;
+}
+
+static int write_attrs(const xj_run *run, int threads, xj_status *st)
+{
+	const xj_job *job = run->job;
+	h5out *o = run->out;
+	char grid[64], when[64];
+	time_t now = time(NULL);
+	double *ph = run->rep->phase_s;
+
+	snprintf(grid, sizeof(grid), "%dx%d", run->pl.pr, run->pl.pc);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	if (h5out_attr_i64(o, "schema_version", XJOIN_SCHEMA_VERSION, st) ||
+	    h5out_attr_str(o, "xjoin_version", XJOIN_VERSION, st) ||
+	    h5out_attr_str(o, "command", job->command == XJ_CMD_MATRIX ?
+			   "matrix" : "topk", st) ||
+	    h5out_attr_str(o, "metric", metric_name(job->metric), st) ||
+	    h5out_attr_i64(o, "k", job->k, st) ||
+	    h5out_attr_i64(o, "has_threshold", job->has_threshold, st) ||
+	    h5out_attr_f64(o, "threshold", job->has_threshold ?
+			   job->threshold : 0.0, st) ||
+	    h5out_attr_i64(o, "self_excluded", job->self, st) ||
+	    h5out_attr_str(o, "query_file", run->qinfo.file, st) ||
+	    h5out_attr_str(o, "query_dataset", run->qinfo.dset, st) ||
+	    h5out_attr_str(o, "query_type", run->qinfo.type_desc, st) ||
+	    h5out_attr_i64(o, "query_rows", job->n, st) ||
+	    h5out_attr_str(o, "base_file", run->binfo.file, st) ||
+	    h5out_attr_str(o, "base_dataset", run->binfo.dset, st) ||
+	    h5out_attr_str(o, "base_type", run->binfo.type_desc, st) ||
+	    h5out_attr_i64(o, "base_rows", job->m, st) ||
+	    h5out_attr_i64(o, "dimension", job->d, st) ||
+	    h5out_attr_i64(o, "ranks", run->comm->nranks, st) ||
+	    h5out_attr_str(o, "grid", grid, st) ||
+	    h5out_attr_str(o, "backends", run->be->name, st) ||
+	    h5out_attr_i64(o, "threads_per_rank", threads, st) ||
+	    h5out_attr_i64(o, "query_chunk_rows", run->pl.qchunk_rows, st) ||
+	    h5out_attr_i64(o, "base_chunk_rows", run->pl.bchunk_rows, st) ||
+	    h5out_attr_str(o, "created", when, st))
+		return st->code;
+	for (int i = 0; i < PH_COUNT; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "seconds_%s",
+			 report_phase_name((xj_phase)i));
+		if (h5out_attr_f64(o, name, ph[i], st))
+			return st->code;
+	}
+	return XJ_OK;
+}
+
+/* topk, matrix and plan. */
+static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
+{
+	xj_run run = { .job = job, .comm = c };
+	xj_report rep = { .t_start = report_now() };
+	xj_backend_cfg cfg;
+	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
+			 job->command;
+	double t0 = rep.t_start;
+
+	run.rep = &rep;
+	if (c->rank == 0)
+		resolve_inputs(job, &run.qinfo, &run.binfo, st);
+	if (comm_agree(c, st))
+		return st->code;
+	MPI_CHECK(MPI_Bcast(job, sizeof(*job), MPI_BYTE, 0, c->world));
+	MPI_CHECK(MPI_Bcast(&run.qinfo, sizeof(run.qinfo), MPI_BYTE, 0,
+			    c->world));
+	MPI_CHECK(MPI_Bcast(&run.binfo, sizeof(run.binfo), MPI_BYTE, 0,
+			    c->world));
+
+	backend_config(job, NULL, threads, &cfg);
+	run.pin = (plan_in){
+		.cmd = cmd, .metric = job->metric, .n = job->n, .m = job->m,
+		.d = job->d, .k = cmd == XJ_CMD_TOPK ? job->k : 0,
+		.nranks = c->nranks, .budget_bytes = rank_budget(job, c),
+		.chunk_rows = job->chunk_rows,
+	};
+	if (cmd == XJ_CMD_TOPK) {
+		run.pin.work_fixed_bytes = backend_cpu_work_bytes(&cfg, 0,
+								  threads);
+		run.pin.work_per_qrow_bytes =
+			backend_cpu_work_bytes(&cfg, 1, threads) -
+			run.pin.work_fixed_bytes;
+	}
+	plan_make(&run.pin, &run.pl, st);
+	if (comm_agree(c, st))
+		return st->code;
+
+	print_ranks(c, threads);
+	if (c->rank == 0) {
+		job_print(job, c->nranks);
+		plan_print(stdout, &run.pin, &run.pl);
+		fflush(stdout);
+	}
+	if (job->command == XJ_CMD_PLAN)
+		return XJ_OK;
+
+	comm_grid(c, run.pl.pc, st);
+	plan_rank(&run.pin, &run.pl, c->rank, &run.view);
+	report_init(&rep, job->progress, cmd == XJ_CMD_TOPK ?
+		    run.view.nqchunks * run.view.nbchunks :
+		    (run.view.brows ? run.view.nqchunks : 0) *
+		    run.view.nbchunks);
+	if (h5out_create(c->world, job->output, job->force, &run.out, st))
+		return st->code;
+	report_add(&rep, PH_SETUP, &t0);
+	if (driver_validate(&run, st))
+		goto fail;
+	backend_config(job, &run.pl, threads, &cfg);
+	t0 = report_now();
+	backend_cpu_create(&cfg, &run.be, st);
+	report_add(&rep, PH_SETUP, &t0);
+	if (comm_agree(c, st))
+		goto fail;
+	if (cmd == XJ_CMD_TOPK ? driver_topk(&run, st) :
+				 driver_matrix(&run, st))
+		goto fail;
+	if (write_attrs(&run, threads, st) || h5out_finish(run.out, st)) {
+		run.out = NULL;   /* finish released it */
+		goto fail;
+	}
+	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
+	run.be->release(run.be);
+	return XJ_OK;
+fail:
+	h5out_abort(run.out);
+	if (run.be)
+		run.be->release(run.be);
+	return st->code;
+}
+
+int main(int argc, char **argv)
+{
+	xj_comm c;
+	xj_status st;
+	xj_job job;
+	int provided, action = OPTIONS_RUN, code, threads;
+
+	if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) !=
+	    MPI_SUCCESS) {
+		fprintf(stderr, "xjoin: internal error: MPI_Init failed\n");
+		return XJ_EXIT_INTERNAL;
+	}
+	xj_ok(&st);
+	comm_init(&c, &st);
+	job_defaults(&job);
+	if (c.rank == 0)
+		options_parse(argc, argv, &job, &action, stdout, &st);
+	if (comm_agree(&c, &st)) {
+		code = report_error(&c, &st);
+		goto out;
+	}
+	MPI_CHECK(MPI_Bcast(&action, 1, MPI_INT, 0, c.world));
+	MPI_CHECK(MPI_Bcast(&job, sizeof(job), MPI_BYTE, 0, c.world));
+	code = XJ_OK;
+	if (action != OPTIONS_RUN)
+		goto out;
+
+	threads = job.threads > 0 ? job.threads : default_threads(&c);
+	omp_set_num_threads(threads);
+	if (job.command == XJ_CMD_GEN)
+		gen_run(&job, &c, &st);
+	else
+		run_join(&job, &c, threads, &st);
+	if (st.code)
+		code = report_error(&c, &st);
+out:
+	comm_release(&c);
+	MPI_Finalize();
+	return code;
+}

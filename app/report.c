@@ -1,0 +1,133 @@
+/* report.c: timers, progress and the final report (table + JSON). */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "version.h"
+
+#define PROGRESS_EVERY_S 5.0
+
+static const char *phase_names[PH_COUNT] = {
+	"setup", "validate", "read", "compute", "merge", "write",
+};
+
+const char *report_phase_name(xj_phase ph) { return phase_names[ph]; }
+
+double report_now(void) { return MPI_Wtime(); }
+
+void report_init(xj_report *r, int progress, int64_t units_total)
+{
+	double t = r->t_start;
+
+	memset(r, 0, sizeof(*r));
+	r->t_start = t ? t : report_now();
+	r->progress = progress;
+	r->units_total = units_total;
+	r->t_last_print = report_now();
+}
+
+void report_add(xj_report *r, xj_phase ph, double *t0)
+{
+	double t = report_now();
+
+	r->phase_s[ph] += t - *t0;
+	*t0 = t;
+}
+
+static void fmt_hms(char *buf, size_t size, double s)
+{
+	long v = s < 0 ? 0 : (long)(s + 0.5);
+
+	snprintf(buf, size, "%02ld:%02ld:%02ld", v / 3600, v / 60 % 60, v % 60);
+}
+
+void report_progress(xj_report *r, const xj_comm *c)
+{
+	double now = report_now(), el, eta;
+	char a[32], b[32];
+
+	r->units_done++;
+	if (c->rank != 0 || !r->progress || r->units_total <= 0)
+		return;
+	if (now - r->t_last_print < PROGRESS_EVERY_S &&
+	    r->units_done < r->units_total)
+		return;
+	r->t_last_print = now;
+	el = now - r->t_start;
+	eta = r->units_done ? el / r->units_done *
+			      (r->units_total - r->units_done) : 0;
+	fmt_hms(a, sizeof(a), el);
+	fmt_hms(b, sizeof(b), eta);
+	fprintf(stderr, "xjoin: %" PRId64 "/%" PRId64 " chunks (%.0f%%), "
+		"%.1f GFLOP/s, elapsed %s, ETA %s\n", r->units_done,
+		r->units_total, 100.0 * r->units_done / r->units_total,
+		el > 0 ? r->gemm_flops / el * 1e-9 * c->nranks : 0.0, a, b);
+	fflush(stderr);
+}
+
+static void write_json(const char *path, const xj_job *job, const plan *p,
+		       const char *backend, const double *ph, double total,
+		       double flops, int nranks)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "xjoin: warning: cannot write report %s\n",
+			path);
+		return;
+	}
+	fprintf(f, "{\n  \"xjoin_version\": \"%s\",\n", XJOIN_VERSION);
+	fprintf(f, "  \"command\": \"%s\",\n",
+		job->command == XJ_CMD_MATRIX ? "matrix" : "topk");
+	fprintf(f, "  \"metric\": \"%s\",\n", metric_name(job->metric));
+	fprintf(f, "  \"n\": %" PRId64 ", \"m\": %" PRId64 ", \"d\": %" PRId64
+		", \"k\": %" PRId64 ",\n", job->n, job->m, job->d, job->k);
+	fprintf(f, "  \"ranks\": %d, \"grid\": [%d, %d], \"backend\": \"%s\","
+		"\n", nranks, p->pr, p->pc, backend);
+	fprintf(f, "  \"phase_seconds\": {");
+	for (int i = 0; i < PH_COUNT; i++)
+		fprintf(f, "%s\"%s\": %.6f", i ? ", " : "", phase_names[i],
+			ph[i]);
+	fprintf(f, "},\n  \"total_seconds\": %.6f,\n", total);
+	fprintf(f, "  \"gemm_flops\": %.6g,\n", flops);
+	fprintf(f, "  \"gflops_total\": %.3f,\n",
+		total > 0 ? flops / total * 1e-9 : 0.0);
+	fprintf(f, "  \"gflops_compute\": %.3f\n}\n",
+		ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+	fclose(f);
+}
+
+void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
+		  const plan *p, const char *backend, const char *json_path)
+{
+	double ph[PH_COUNT], flops = 0, total;
+
+	r->total_s = report_now() - r->t_start;
+	MPI_CHECK(MPI_Reduce(r->phase_s, ph, PH_COUNT, MPI_DOUBLE, MPI_MAX, 0,
+			     c->world));
+	MPI_CHECK(MPI_Reduce(&r->gemm_flops, &flops, 1, MPI_DOUBLE, MPI_SUM, 0,
+			     c->world));
+	MPI_CHECK(MPI_Reduce(&r->total_s, &total, 1, MPI_DOUBLE, MPI_MAX, 0,
+			     c->world));
+	if (c->rank != 0)
+		return;
+	printf("# results (seconds are the slowest rank's; GFLOP/s over "
+	       "all ranks)\n");
+	printf("| %-10s | %12s |\n", "phase", "seconds");
+	printf("| %-10s | %12s |\n", "-----", "-------");
+	for (int i = 0; i < PH_COUNT; i++)
+		printf("| %-10s | %12.3f |\n", phase_names[i], ph[i]);
+	printf("| %-10s | %12.3f |\n", "total", total);
+	printf("# GEMM %.3g FLOP: %.1f GFLOP/s end to end, %.1f GFLOP/s in "
+	       "the compute phase\n", flops,
+	       total > 0 ? flops / total * 1e-9 : 0.0,
+	       ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
+	       "topk", job->output);
+	fflush(stdout);
+	if (json_path && json_path[0])
+		write_json(json_path, job, p, backend, ph, total, flops,
+			   c->nranks);
+}

@@ -1,0 +1,48 @@
+/*
+ * report.h: phase timers, progress lines and the final results table.
+ *
+ * defines: xj_report, xj_phase, report_init, report_now, report_add,
+ *          report_progress, report_final
+ *
+ * Progress goes to stderr on rank 0 (at most every few seconds): chunks
+ * done, rate, ETA. The final report goes to stdout as a fixed-form table
+ * with '#' before every non-data line, and as a JSON twin when asked.
+ */
+#ifndef XJ_REPORT_H
+#define XJ_REPORT_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "job.h"
+#include "plan.h"
+
+typedef enum xj_phase {
+	PH_SETUP, PH_VALIDATE, PH_READ, PH_COMPUTE, PH_MERGE, PH_WRITE,
+	PH_COUNT
+} xj_phase;
+
+typedef struct xj_report {
+	double t_start;
+	double phase_s[PH_COUNT];    /* this rank's seconds per phase */
+	int progress;
+	int64_t units_total;         /* chunk pairs this rank computes */
+	int64_t units_done;
+	double t_last_print;
+	double gemm_flops;           /* this rank's GEMM FLOPs */
+	double total_s;              /* set by report_final */
+} xj_report;
+
+double report_now(void);
+void report_init(xj_report *r, int progress, int64_t units_total);
+/* Add the time since *t0 to phase ph and reset *t0 to now. */
+void report_add(xj_report *r, xj_phase ph, double *t0);
+/* One more unit done; rank 0 prints a line when due. */
+void report_progress(xj_report *r, const xj_comm *c);
+/* Collective: gather phase maxima and FLOPs, print the table on rank 0,
+ * and write JSON to json_path when it is not empty. */
+void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
+		  const plan *p, const char *backend, const char *json_path);
+const char *report_phase_name(xj_phase ph);
+
+#endif
