@@ -75,6 +75,11 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 			       "%s:%s have %" PRId64 " columns, base %s:%s has %"
 			       PRId64, qi->file, qi->dset, qi->cols, bi->file,
 			       bi->dset, bi->cols);
+	/* the job names what was resolved, so its table describes the run */
+	snprintf(job->query_file, sizeof(job->query_file), "%s", qi->file);
+	snprintf(job->query_dset, sizeof(job->query_dset), "%s", qi->dset);
+	snprintf(job->base_file, sizeof(job->base_file), "%s", bi->file);
+	snprintf(job->base_dset, sizeof(job->base_dset), "%s", bi->dset);
 	job->n = qi->rows;
 	job->m = bi->rows;
 	job->d = qi->cols;
@@ -319,6 +324,7 @@ int main(int argc, char **argv)
 
 	threads = job.threads > 0 ? job.threads : default_threads(&c);
 	omp_set_num_threads(threads);
+	job.threads = threads;
 	if (job.command == XJ_CMD_GEN)
 		gen_run(&job, &c, &st);
 	else

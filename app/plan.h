@@ -20,7 +20,8 @@
  * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
  * normalised copy) and 1 otherwise, 4*k*12 the local, sent, received and
  * merged k-lists (float key + int64 index per entry), work_* from the
- * backend. Q is made as large as the budget allows (each query chunk
+ * backend, which must fit in the budget less a reserve of 1/8 (at most
+ * 256 MiB) for library caches and allocator slack. Q is made as large as the budget allows (each query chunk
  * re-reads the base shard), B is at most 16384 rows (4096 for the matrix)
  * and halves while Q would fall below 256 rows.
  */
