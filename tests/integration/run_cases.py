@@ -1,0 +1,1080 @@
+#!/usr/bin/python3
+"""Integration cases: whole xjoin runs under mpirun, checked bit for bit.
+
+    run_cases.py CASE [--np N] --xjoin PATH --mpiexec PATH [--workdir DIR]
+                 [--keep] [--glove FILE] [--fashion DIR]
+
+Each case makes its own data in a fresh temporary folder (removed at the
+end unless --keep), runs xjoin, and compares every result with
+reference.py: /neighbors exactly, /distances as bit patterns. Every check
+runs even after one fails; the case prints a summary and exits 1 if any
+failed, 0 if all passed.
+
+Cases (those taking --np run only that rank count, otherwise 1..4):
+  topk_random     random data with ties and far rows: every metric,
+                  k in {1, 10, 2000 > m}, threshold, --self, implicit self
+  invariance      --chunk-rows 1, 5, 64, auto and a tight --mem-limit
+                  give identical outputs
+  small_shapes    more ranks than query or base rows
+  matrix          full matrix, every metric, forced chunks and tiny
+                  memory budgets
+  realdata        GloVe slice (cosine, l2) and Fashion-MNIST (uint8, l2)
+  extremes        huge offsets, tiny, subnormal and mixed-magnitude values
+  types           every numeric type, groups, default datasets, odd names
+  errors          input and usage errors: exit code, message, no output
+  config          INI job file, command line over INI
+  plan            `xjoin plan` prints the grid and writes nothing
+  gen             `xjoin gen` shapes and determinism
+  interrupt       SIGTERM to the ranks: exit 5, nothing left behind
+"""
+
+import argparse
+import concurrent.futures
+import gzip
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+import reference  # noqa: E402
+
+METRICS = reference.METRICS
+SEED = 20240607
+DEFAULT_GLOVE = "/work/shared/data/glove-100d-100k.h5"
+DEFAULT_FASHION = "/usr/share/datasets/fashion-mnist"
+ERROR_TIMEOUT_S = 60
+ERROR_JOBS = 4
+
+
+class Failure(Exception):
+    pass
+
+
+class Ctx:
+    """Paths, the temporary folder and the tally of checks."""
+
+    def __init__(self, args):
+        self.xjoin = os.path.abspath(args.xjoin)
+        self.mpiexec = args.mpiexec
+        self.tmp = tempfile.mkdtemp(prefix="xjoin-%s-" % args.case,
+                                    dir=args.workdir)
+        self.keep = args.keep
+        self.checks = 0
+        self.failed = []
+        self.refs = {}
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def check(self, ok, what):
+        self.checks += 1
+        if ok:
+            return True
+        self.failed.append(what)
+        print("FAIL: %s" % what, flush=True)
+        return False
+
+    def env(self, nranks):
+        env = dict(os.environ)
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        # One rank uses both cores (threads exercised); several
+        # oversubscribed ranks get one thread each so they do not spin
+        # against each other.
+        env["OMP_NUM_THREADS"] = "2" if nranks == 1 else "1"
+        env["OMP_WAIT_POLICY"] = "passive"
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"]
+        return env
+
+    def command(self, nranks, argv):
+        return [self.mpiexec, "--oversubscribe", "--bind-to", "none",
+                "-np", str(nranks), self.xjoin] + [str(a) for a in argv]
+
+    def start(self, nranks, argv):
+        """Start mpiexec in its own process group (so a hung job can be
+        killed whole, ranks included)."""
+        return subprocess.Popen(self.command(nranks, argv),
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                errors="replace", env=self.env(nranks),
+                                cwd=self.tmp, start_new_session=True)
+
+    def run(self, nranks, argv, timeout=300):
+        """Run xjoin; returns (rc, stdout, stderr, seconds)."""
+        cmd = self.command(nranks, argv)
+        t0 = time.time()
+        p = self.start(nranks, argv)
+        try:
+            out, err = p.communicate(timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            out, err = p.communicate()
+            rc = "timeout"
+        dt = time.time() - t0
+        shown = " ".join(cmd[7:]).replace(self.tmp + os.sep, "")
+        print("[np%d] xjoin %s  -> %s (%.2f s)" % (nranks, shown, rc, dt),
+              flush=True)
+        return rc, out, err, dt
+
+    def run_ok(self, nranks, argv, what, timeout=300):
+        rc, out, err, _ = self.run(nranks, argv, timeout)
+        if not self.check(rc == 0, "%s: exit %s, expected 0" % (what, rc)):
+            _dump(out, err)
+            return False
+        return True
+
+    def result(self, nranks, argv, out, ref, what):
+        """Run a job writing out and compare it with the reference file."""
+        if os.path.exists(out):
+            os.remove(out)
+        if not self.run_ok(nranks, argv + ["-o", out], what):
+            return False
+        if not self.check(os.path.exists(out), "%s: no output" % what):
+            return False
+        self.check(not os.path.exists(out + ".partial"),
+                   "%s: %s.partial left behind" % (what, out))
+        self.check_attrs(out, argv, what)
+        bad = compare.compare(out, ref)
+        return self.check(bad == 0, "%s: %d entries differ from %s"
+                          % (what, bad, os.path.basename(ref)))
+
+    def check_attrs(self, out, argv, what):
+        """Root attributes: schema version, and the job's own metric, k
+        and self exclusion."""
+        with h5py.File(out, "r") as h5:
+            attrs = {k: _attr(v) for k, v in h5.attrs.items()}
+        self.check(attrs.get("schema_version") == 1,
+                   "%s: root attribute schema_version is %r"
+                   % (what, attrs.get("schema_version")))
+        opts = _argv_options(argv)
+        metric = opts.get("-m", "l2")
+        self.check(attrs.get("metric") == metric,
+                   "%s: attribute metric %r, expected %r"
+                   % (what, attrs.get("metric"), metric))
+        if argv and argv[0] == "topk" and "-k" in opts:
+            self.check(attrs.get("k") == int(opts["-k"]),
+                       "%s: attribute k %r" % (what, attrs.get("k")))
+            q, b = opts.get("-q"), opts.get("-b")
+            same = q == b and q is not None
+            selfj = "--self" in argv or \
+                (same and reference.parse_spec(q)[1] != "")
+            if "self_excluded" in attrs and (q or "--self" in argv):
+                self.check(attrs["self_excluded"] == int(selfj),
+                           "%s: attribute self_excluded %r, expected %d"
+                           % (what, attrs["self_excluded"], selfj))
+
+    def ref_topk(self, qspec, bspec, k, metric, threshold=None,
+                 self_exclude=False):
+        """Reference file for a top-k job (cached per parameters)."""
+        key = ("topk", qspec, bspec, k, metric, threshold, self_exclude)
+        if key not in self.refs:
+            q = load(self, qspec, "test")
+            b = load(self, bspec, "train")
+            nbr, dist = reference.topk(q, b, k, metric, threshold,
+                                       self_exclude)
+            path = self.path("ref-%d.h5" % len(self.refs))
+            reference.write(path, neighbors=nbr, distances=dist)
+            self.refs[key] = path
+        return self.refs[key]
+
+    def ref_matrix(self, qspec, bspec, metric):
+        key = ("matrix", qspec, bspec, metric)
+        if key not in self.refs:
+            q = load(self, qspec, "test")
+            b = load(self, bspec, "train")
+            path = self.path("ref-%d.h5" % len(self.refs))
+            reference.write(path, distances=reference.matrix(q, b, metric))
+            self.refs[key] = path
+        return self.refs[key]
+
+    def finish(self, name):
+        print("%s: %d checks, %d failed" % (name, self.checks,
+                                            len(self.failed)))
+        for f in self.failed:
+            print("  FAILED: %s" % f)
+        if self.keep or self.failed:
+            print("data kept in %s" % self.tmp)
+        if not self.keep and not self.failed:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return 1 if self.failed or self.checks == 0 else 0
+
+
+def _attr(v):
+    """An HDF5 attribute as a plain Python value."""
+    if isinstance(v, bytes):
+        return v.decode()
+    a = np.asarray(v)
+    if a.size == 1 and a.dtype.kind in "iuf":
+        return a.ravel()[0].item()
+    return v
+
+
+def _argv_options(argv):
+    """{option: value} of the short options that take a value."""
+    opts = {}
+    for i, a in enumerate(argv[:-1]):
+        if a in ("-q", "-b", "-k", "-m", "-t", "-o"):
+            opts[a] = str(argv[i + 1])
+    return opts
+
+
+def _kill_group(p):
+    """End a hung job: mpiexec first (it tears its ranks down), then
+    whatever is left of it and of the ranks, which Open MPI puts in
+    process groups of their own."""
+    kids = _children(p.pid)
+    p.terminate()
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _dump(out, err, limit=4000):
+    print("--- stdout (tail) ---\n%s\n--- stderr (tail) ---\n%s\n---"
+          % (out[-limit:], err[-limit:]), flush=True)
+
+
+def load(ctx, spec, default):
+    path, dset = reference.parse_spec(spec)
+    if not os.path.isabs(path):
+        path = ctx.path(path)
+    return reference.load(path + (":" + dset if dset else ""), default)[0]
+
+
+def fval(x):
+    """Exact decimal text of a float32 value: parses back to the same
+    double, so a threshold equal to a result's value is unambiguous."""
+    return repr(float(np.float32(x)))
+
+
+# ---------------------------------------------------------------- data
+
+def random_inputs(seed=SEED, n=97, m=1531, d=24):
+    """Queries and base with ties, exact duplicates and far rows.
+
+    - base rows 100, 700..709, 1530 duplicate rows 50, 40..49, 0: equal
+      scores that only the base index orders;
+    - base row 300 = 4 * row 301: same angle exactly (cosine tie);
+    - base rows 400..459 hold small integers: many equal distances;
+    - base rows 1200..1239 sit near 1000 * ones with small spread, and
+      queries 90..96 next to them: large norms, tiny differences, where
+      the expanded form |q|^2 + |b|^2 - 2 q.b cancels catastrophically.
+    """
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((m, d)).astype(np.float32)
+    q = rng.standard_normal((n, d)).astype(np.float32)
+    b[100] = b[50]
+    b[700:710] = b[40:50]
+    b[1530] = b[0]
+    b[300] = 4 * b[301]
+    b[400:460] = rng.integers(-1, 3, (60, d)).astype(np.float32)
+    b[400:460][np.all(b[400:460] == 0, axis=1)] = 1
+    far = rng.standard_normal((40, d)).astype(np.float32) * 0.05
+    b[1200:1240] = far + np.float32(1000)
+    q[0] = b[50]
+    q[1] = b[301] + 0.01 * rng.standard_normal(d).astype(np.float32)
+    q[2] = b[1530]
+    q[3] = 1
+    q[4] = b[420]
+    noise = 0.01 * rng.standard_normal((7, d)).astype(np.float32)
+    q[90:97] = b[1200:1207] + noise
+    return q, b
+
+
+def write_random(path):
+    """/test, /train and /selfset (300 rows of the base with its ties
+    and far rows) of the random inputs."""
+    q, b = random_inputs()
+    selfset = np.concatenate([b[:200], b[1200:1240], b[400:460]])
+    with h5py.File(path, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b
+        h5["selfset"] = selfset
+    return q, b
+
+
+def threshold_for(ref, col, best=False):
+    """A threshold equal to the median row's value at column col of a
+    reference result: some rows keep more than col+1 entries, some
+    fewer, and the boundary value itself must be kept. best: the best
+    value of the column instead (smallest distance, largest ip)."""
+    with h5py.File(ref, "r") as h5:
+        v = h5["distances"][:, col]
+        ip = h5["distances"][0, 0] > h5["distances"][0, -1]
+    v = np.sort(v[np.isfinite(v)])
+    if best:
+        return float(v[-1] if ip else v[0])
+    return float(v[len(v) // 2])
+
+
+# ---------------------------------------------------------------- cases
+
+def case_topk_random(ctx, ranks):
+    write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    for nranks in ranks:
+        for metric in METRICS:
+            tag = "np%d %s" % (nranks, metric)
+            for k in (1, 10, 2000):
+                ref = ctx.ref_topk("rand.h5", "rand.h5", k, metric)
+                ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", k,
+                                    "-m", metric],
+                           ctx.path("out.h5"), ref,
+                           "%s k=%d" % (tag, k))
+            plain = ctx.ref_topk("rand.h5", "rand.h5", 10, metric)
+            t = threshold_for(plain, 4)
+            ref = ctx.ref_topk("rand.h5", "rand.h5", 10, metric, t)
+            ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", 10,
+                                "-m", metric, "-t", fval(t)],
+                       ctx.path("out.h5"), ref,
+                       "%s k=10 -t %s" % (tag, fval(t)))
+            # a threshold at the best first hit of all rows: one row
+            # keeps one entry (more on ties), the others keep none
+            t = threshold_for(plain, 0, best=True)
+            ref = ctx.ref_topk("rand.h5", "rand.h5", 3, metric, t)
+            ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", 3,
+                                "-m", metric, "-t", fval(t)],
+                       ctx.path("out.h5"), ref,
+                       "%s k=3 -t %s (nearly all padding)" % (tag, fval(t)))
+            s = f + ":/selfset"
+            ref = ctx.ref_topk("rand.h5:/selfset", "rand.h5:/selfset",
+                               10, metric, None, True)
+            ctx.result(nranks, ["topk", "-q", s, "-b", s, "-k", 10,
+                                "-m", metric, "--self"],
+                       ctx.path("out.h5"), ref, "%s k=10 --self" % tag)
+            # same file and dataset on both sides implies --self
+            ctx.result(nranks, ["topk", "-q", s, "-b", s, "-k", 10,
+                                "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "%s k=10 implicit self" % tag)
+            plain = ctx.ref_topk("rand.h5:/selfset", "rand.h5:/selfset",
+                                 10, metric, None, True)
+            t = threshold_for(plain, 2)
+            ref = ctx.ref_topk("rand.h5:/selfset", "rand.h5:/selfset",
+                               2000, metric, t, True)
+            ctx.result(nranks, ["topk", "-q", s, "-b", s, "-k", 2000,
+                                "-m", metric, "--self", "-t", fval(t)],
+                       ctx.path("out.h5"), ref,
+                       "%s k=2000 --self -t %s" % (tag, fval(t)))
+
+
+def tight_budget(ctx, nranks, argv, spare_bytes=8192):
+    """A --mem-limit just above the least the planner accepts for this
+    job, so that it must choose small chunks by itself. The least is read
+    from the resource error of a plan with a 1 KiB budget; the planner
+    keeps 1/8 of any budget in reserve."""
+    rc, out, err, _ = ctx.run(nranks, ["plan"] + argv +
+                              ["--mem-limit", "1K"], timeout=60)
+    m = re.search(r"need (\d+) bytes", err)
+    if rc != 4 or not m:
+        raise Failure("cannot derive a tight budget: plan with "
+                      "--mem-limit 1K gave exit %s, stderr %r"
+                      % (rc, err[-300:]))
+    return str((int(m.group(1)) + spare_bytes) * 8 // 7 + 1)
+
+INVARIANCE_JOBS = (
+    # (metric, k, threshold column or None, self on /selfset, also a
+    # tight --mem-limit: each costs a failing plan run to find it)
+    ("cosine", 10, 4, False, True),
+    ("sqeuclidean", 2000, None, True, False),
+    ("ip", 1, None, False, False),
+    ("l2", 7, 3, True, True),
+)
+
+
+def case_invariance(ctx, ranks):
+    write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    for metric, k, tcol, selfj, tight in INVARIANCE_JOBS:
+        spec = "rand.h5:/selfset" if selfj else "rand.h5"
+        qarg = ctx.path(spec)
+        argv = ["topk", "-q", qarg, "-b", qarg if selfj else f,
+                "-k", k, "-m", metric]
+        t = None
+        if tcol is not None:
+            t = threshold_for(ctx.ref_topk(spec, spec, 10, metric,
+                                           None, selfj), tcol)
+            argv += ["-t", fval(t)]
+        if selfj:
+            argv.append("--self")
+        ref = ctx.ref_topk(spec, spec, k, metric, t, selfj)
+        for nranks in ranks:
+            first = None
+            variants = [(["--chunk-rows", c], "chunk-rows %d" % c)
+                        for c in (1, 5, 64)]
+            variants.append(([], "chunk-rows auto"))
+            if tight:
+                budget = tight_budget(ctx, nranks, argv)
+                variants.append((["--mem-limit", budget],
+                                 "mem-limit %s (tight)" % budget))
+            for i, (extra, how) in enumerate(variants):
+                out = ctx.path("inv-np%d-%d.h5" % (nranks, i))
+                what = "np%d %s k=%d %s" % (nranks, metric, k, how)
+                ok = ctx.result(nranks, argv + extra, out, ref, what)
+                if ok and first is None:
+                    first = out
+                elif ok:
+                    ctx.check(_same_data(first, out),
+                              "%s: output differs from %s"
+                              % (what, os.path.basename(first)))
+
+
+def _same_data(a, b):
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        for name in ("neighbors", "distances"):
+            x, y = fa[name][...], fb[name][...]
+            if x.shape != y.shape or x.tobytes() != y.tobytes():
+                return False
+    return True
+
+
+SMALL_SHAPES = (
+    # (queries, base rows, ranks, k): at least one rank has no rows
+    (3, 2, 4, 1),
+    (3, 2, 4, 5),
+    (1, 2, 3, 2),
+    (1, 2, 4, 3),
+    (2, 3, 4, 10),
+    (3, 1531, 4, 10),
+    (5, 1, 3, 1),
+)
+
+
+def case_small_shapes(ctx, ranks):
+    q, b = random_inputs()
+    f = ctx.path("small.h5")
+    for i, (n, m, nranks, k) in enumerate(SMALL_SHAPES):
+        if ranks != [1, 2, 3, 4] and nranks not in ranks:
+            continue
+        with h5py.File(f, "w") as h5:
+            h5["test"] = q[:n]
+            h5["train"] = b[:m]
+        ctx.refs.clear()
+        for metric in METRICS:
+            ref = ctx.ref_topk("small.h5", "small.h5", k, metric)
+            ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", k,
+                                "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "n=%d m=%d np%d k=%d %s" % (n, m, nranks, k, metric))
+        ref = ctx.ref_matrix("small.h5", "small.h5", "l2")
+        ctx.result(nranks, ["matrix", "-q", f, "-b", f, "-m", "l2"],
+                   ctx.path("out.h5"), ref,
+                   "n=%d m=%d np%d matrix l2" % (n, m, nranks))
+
+
+# Budgets that force the planner's own small chunks for 97 x 611 x 24:
+# 32K gives 9-row base chunks, 4K 17-row query chunks of 1-row base chunks.
+MATRIX_MEM_LIMITS = ("32K", "4K")
+
+
+def _plan_chunks(ctx, nranks, argv):
+    """Query and base chunk counts that `xjoin plan` reports, or None."""
+    rc, out, err, _ = ctx.run(nranks, ["plan"] + argv, timeout=60)
+    counts = re.findall(r"(query|base) chunks \(max\)\s*\|\s*(\d+)", out)
+    if rc != 0 or len(counts) != 2:
+        return None
+    return int(counts[0][1]) * int(counts[1][1])
+
+
+def case_matrix(ctx, ranks):
+    q, b = random_inputs()
+    f = ctx.path("mat.h5")
+    with h5py.File(f, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b[:611]
+    for nranks in ranks:
+        for metric in METRICS:
+            ref = ctx.ref_matrix("mat.h5", "mat.h5", metric)
+            argv = ["matrix", "-q", f, "-b", f, "-m", metric]
+            limits = [["--mem-limit", x] for x in MATRIX_MEM_LIMITS]
+            for extra in [[], ["--chunk-rows", 3]] + limits:
+                if "--mem-limit" in extra and metric == "l2":
+                    chunks = _plan_chunks(ctx, nranks, argv + extra)
+                    ctx.check(chunks is None or chunks > 1,
+                              "np%d matrix %s: the budget no longer "
+                              "forces several chunks; lower it"
+                              % (nranks, " ".join(extra)))
+                ctx.result(nranks, argv + extra, ctx.path("out.h5"),
+                           ref, "np%d matrix %s %s"
+                           % (nranks, metric, " ".join(map(str, extra))))
+
+
+def extreme_inputs(kind, rng, n=50, m=800, d=16):
+    """Inputs where a GEMM's expanded form is far from the exact score."""
+    def rows(r):
+        if kind == "mixed":
+            scale = 10.0 ** rng.integers(-20, 16, (r, 1))
+            return rng.standard_normal((r, d)) * scale
+        if kind == "subnormal":
+            return rng.standard_normal((r, d)) * 1e-41
+        offset, spread = EXTREMES[kind]
+        return offset + spread * rng.standard_normal((r, d))
+    q, b = rows(n).astype(np.float32), rows(m).astype(np.float32)
+    for x in (q, b):
+        x[np.all(x == 0, axis=1), 0] = np.float32(1e-45)
+    b[10] = b[11]
+    q[3] = b[200]
+    return q, b
+
+
+EXTREMES = {
+    # kind: (offset, spread) of every coordinate
+    "offset 1e5": (1e5, 1e-2),
+    "offset 3e7": (3e7, 1.0),
+    "offset 1e12": (1e12, 1e5),
+    "tiny 1e-30": (0.0, 1e-30),
+    "mixed": None,
+    "subnormal": None,
+}
+
+
+def case_extremes(ctx, ranks):
+    """Huge offsets with small spreads (catastrophic cancellation in
+    |q|^2 + |b|^2 - 2 q.b), tiny and subnormal values, rows of mixed
+    magnitude: every metric must still be exact."""
+    rng = np.random.default_rng(SEED + 2)
+    nranks = ranks[0] if len(ranks) == 1 else 3
+    f = ctx.path("ext.h5")
+    for kind in EXTREMES:
+        q, b = extreme_inputs(kind, rng)
+        with h5py.File(f, "w") as h5:
+            h5["test"] = q
+            h5["train"] = b
+        ctx.refs.clear()
+        for metric in METRICS:
+            ref = ctx.ref_topk("ext.h5", "ext.h5", 10, metric)
+            ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", 10,
+                                "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "np%d %s %s" % (nranks, kind, metric))
+
+
+def glove_slice(ctx, src, path):
+    """200 queries x 20000 base rows of GloVe, plain float32."""
+    with h5py.File(src, "r") as h5:
+        if "test" in h5 and h5["test"].shape[0] >= 200 \
+           and h5["train"].shape[0] >= 20000:
+            q = h5["test"][:200]
+            b = h5["train"][:20000]
+            what = "%s test[:200], train[:20000]" % src
+        else:
+            # the repository's demo file: 20000 train rows only
+            b = h5["train"][:19800]
+            q = h5["train"][19800:20000]
+            what = "%s train[19800:20000] vs train[:19800]" % src
+    with h5py.File(path, "w") as h5:
+        h5["test"] = q.astype(np.float32)
+        h5["train"] = b.astype(np.float32)
+    print("GloVe slice: %s" % what, flush=True)
+
+
+def read_idx_gz(path, count):
+    """First count items of an idx-ubyte.gz file as uint8 (count x rest)."""
+    with gzip.open(path, "rb") as f:
+        magic = struct.unpack(">I", f.read(4))[0]
+        if magic >> 8 != 0x08:
+            raise ValueError("%s: not an unsigned-byte idx file" % path)
+        ndim = magic & 0xFF
+        dims = struct.unpack(">%dI" % ndim, f.read(4 * ndim))
+        per = int(np.prod(dims[1:], dtype=np.int64))
+        count = min(count, dims[0])
+        data = np.frombuffer(f.read(count * per), dtype=np.uint8)
+    return data.reshape(count, per)
+
+
+def fashion_file(ctx, folder, path):
+    files = ("t10k-images-idx3-ubyte.gz", "train-images-idx3-ubyte.gz")
+    missing = [x for x in files
+               if not os.path.exists(os.path.join(folder, x))]
+    if missing:
+        raise Failure("Fashion-MNIST not found: %s missing in %s; install "
+                      "the Debian package dataset-fashion-mnist "
+                      "(scripts/setup.sh does)" % (", ".join(missing), folder))
+    q = read_idx_gz(os.path.join(folder, files[0]), 300)
+    b = read_idx_gz(os.path.join(folder, files[1]), 5000)
+    with h5py.File(path, "w") as h5:
+        h5.create_dataset("test", data=q, dtype=np.uint8)
+        h5.create_dataset("train", data=b, dtype=np.uint8)
+
+
+def case_realdata(ctx, ranks, args):
+    src = args.glove
+    if not os.path.exists(src):
+        here = os.path.dirname(os.path.abspath(__file__))
+        src = os.path.join(here, "..", "..", "data", "glove-demo.h5")
+    g = ctx.path("glove.h5")
+    glove_slice(ctx, src, g)
+    for metric, k in (("cosine", 10), ("l2", 5)):
+        ref = ctx.ref_topk("glove.h5", "glove.h5", k, metric)
+        for nranks in [r for r in ranks if r in (2, 3)] or ranks:
+            ctx.result(nranks, ["topk", "-q", g, "-b", g, "-k", k,
+                                "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "GloVe np%d %s k=%d" % (nranks, metric, k))
+    fm = ctx.path("fashion.h5")
+    fashion_file(ctx, args.fashion, fm)
+    ref = ctx.ref_topk("fashion.h5", "fashion.h5", 10, "l2")
+    ctx.result(2, ["topk", "-q", fm, "-b", fm, "-k", 10, "-m", "l2"],
+               ctx.path("out.h5"), ref, "Fashion-MNIST uint8 np2 l2 k=10")
+
+
+def write_error_inputs(ctx):
+    q, b = random_inputs()
+    good = ctx.path("good.h5")
+    with h5py.File(good, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b
+    bad = ctx.path("bad.h5")
+    with h5py.File(bad, "w") as h5:
+        h5["vec1d"] = b[:, 0]
+        h5["cube"] = b[:1530].reshape(85, 18, 24)
+        h5.create_dataset("strings", data=np.array(
+            [["ab", "cd", "ef"]] * 4, dtype=h5py.string_dtype()))
+        h5.create_dataset("fixedstr", data=np.array(
+            [[b"ab", b"cd"]] * 4, dtype="S2"))
+        h5.create_dataset("empty", shape=(0, 24), dtype=np.float32)
+        h5["wide"] = np.ones((50, 25), dtype=np.float32)
+        vals_a = q.copy()
+        vals_a[17, 5] = np.nan
+        h5["vals_a"] = vals_a
+        vals_b = b.copy()
+        vals_b[1234, 23] = np.inf
+        h5["vals_b"] = vals_b
+        zrow = b[:40].copy()
+        zrow[29] = 0
+        h5["zrow"] = zrow
+    # a real HDF5 file cut short in the middle of its data
+    whole = ctx.path("whole.h5")
+    with h5py.File(whole, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b
+    size = os.path.getsize(whole)
+    with open(whole, "rb") as src, open(ctx.path("truncated.h5"), "wb") as dst:
+        dst.write(src.read(size * 6 // 10))
+    # gzip chunks of 100 rows; the one holding rows 1200..1299 is
+    # overwritten, so only the rank reading that slab meets the error
+    corrupt = ctx.path("corrupt.h5")
+    with h5py.File(corrupt, "w") as h5:
+        h5.create_dataset("train", data=b, chunks=(100, 24),
+                          compression="gzip")
+        info = h5["train"].id.get_chunk_info_by_coord((1200, 0))
+    with open(corrupt, "r+b") as fh:
+        fh.seek(info.byte_offset + 16)
+        fh.write(b"\xff" * min(64, info.size - 16))
+    with open(ctx.path("notes.txt"), "w") as fh:
+        fh.write("these are not vectors\n" * 100)
+    return good, bad
+
+
+def _check_error(ctx, what, code, needles, out, run):
+    """Check a failed job: exit code, stderr substrings, no output."""
+    rc, sout, serr, dt = run
+    print("-- %s" % what)
+    ok = ctx.check(rc == code, "%s: exit %s, expected %d" % (what, rc, code))
+    ok &= ctx.check(rc != "timeout", "%s: no exit within %d s"
+                    % (what, ERROR_TIMEOUT_S))
+    for n in needles:
+        pat = re.compile(n, re.I)
+        ok &= ctx.check(pat.search(serr) is not None,
+                        "%s: stderr lacks /%s/" % (what, n))
+    ok &= ctx.check(not os.path.exists(out),
+                    "%s: output %s exists" % (what, out))
+    ok &= ctx.check(not os.path.exists(out + ".partial"),
+                    "%s: %s.partial left behind" % (what, out))
+    if not ok:
+        _dump(sout, serr)
+    else:
+        # the program's own lines, not mpiexec's banners
+        lines = [x for x in serr.splitlines() if x.startswith("xjoin")]
+        print("   stderr: %s" % (lines[0] if lines else serr.strip()[:200]),
+              flush=True)
+
+
+def case_errors(ctx, ranks):
+    good, bad = write_error_inputs(ctx)
+    out = ctx.path("err-out.h5")
+    g = ["-b", good]
+    topk = lambda qspec: ["topk", "-q", qspec] + g + ["-k", 5]  # noqa
+    cases = [
+        ("missing file", topk(ctx.path("nosuchfile.h5")), 3,
+         ["nosuchfile"]),
+        ("missing dataset", topk(bad + ":/nosuchdset"), 3,
+         ["nosuchdset"]),
+        ("1-D dataset", topk(bad + ":/vec1d"), 3, ["vec1d"]),
+        ("3-D dataset", topk(bad + ":/cube"), 3, ["cube"]),
+        ("string dataset", topk(bad + ":/strings"), 3, ["strings"]),
+        ("fixed string dataset", topk(bad + ":/fixedstr"), 3,
+         ["fixedstr"]),
+        ("zero rows", topk(bad + ":/empty"), 3, ["empty"]),
+        ("dimensions differ", topk(bad + ":/wide"), 3, ["25"]),
+        ("NaN in queries", topk(bad + ":/vals_a"), 3,
+         ["vals_a", r"\b17\b", r"nan|not finite|non-finite"]),
+        ("Inf in base", ["topk", "-q", good, "-b", bad + ":/vals_b",
+                         "-k", 5], 3,
+         ["vals_b", r"\b1234\b", r"inf|not finite|non-finite"]),
+        ("zero row for cosine", ["topk", "-q", good, "-b",
+                                 bad + ":/zrow", "-k", 5, "-m", "cosine"],
+         3, ["zrow", r"\b29\b"]),
+        ("truncated HDF5", topk(ctx.path("truncated.h5")), 3,
+         ["truncated.h5"]),
+        ("not HDF5", topk(ctx.path("notes.txt")), 3, ["notes.txt"]),
+        ("corrupt gzip chunk in base", ["topk", "-q", good, "-b",
+                                        ctx.path("corrupt.h5"), "-k", 5],
+         3, ["corrupt.h5"]),
+        ("ambiguous dataset", ["topk", "-q", good, "-b", bad, "-k", 5], 3,
+         ["bad.h5"]),
+        ("memory budget too small", topk(good) + ["--mem-limit", "1K"], 4,
+         ["budget|memory"]),
+        ("bad metric", topk(good) + ["-m", "manhattan"], 2,
+         ["manhattan"]),
+        ("k = 0", ["topk", "-q", good, "-b", good, "-k", 0], 2, [r"\S"]),
+        ("k negative", ["topk", "-q", good, "-b", good, "-k", -3], 2,
+         [r"\S"]),
+        ("bad threshold", topk(good) + ["-t", "abc"], 2, ["abc"]),
+        ("unknown option", topk(good) + ["--frobnicate"], 2,
+         ["frobnicate"]),
+        ("unknown command", ["frobnicate", "-q", good, "-b", good], 2,
+         ["frobnicate"]),
+        ("missing output folder", topk(good), 4, ["nosuchdir"]),
+    ]
+    # A failing mpiexec spends a second or two tearing the job down, idle:
+    # run a few at once, each with its own output path.
+    outs = [ctx.path("err-out-%d.h5" % i) for i in range(len(cases))]
+    outs[[c[0] for c in cases].index("missing output folder")] = \
+        ctx.path("nosuchdir/out.h5")
+    with concurrent.futures.ThreadPoolExecutor(ERROR_JOBS) as pool:
+        runs = list(pool.map(
+            lambda c, o: ctx.run(2, c[1] + ["-o", o],
+                                 timeout=ERROR_TIMEOUT_S),
+            cases, outs))
+    for (what, argv, code, needles), o, r in zip(cases, outs, runs):
+        _check_error(ctx, what, code, needles, o, r)
+
+    # existing output: refused without --force, file untouched
+    with open(out, "wb") as fh:
+        fh.write(b"precious bytes, not a result\n")
+    before = open(out, "rb").read()
+    argv = ["topk", "-q", good, "-b", good, "-k", 5, "-o", out]
+    rc, sout, serr, _ = ctx.run(2, argv, timeout=ERROR_TIMEOUT_S)
+    ctx.check(rc == 2, "existing output: exit %s, expected 2" % rc)
+    ctx.check(os.path.basename(out) in serr,
+              "existing output: stderr does not name %s" % out)
+    ctx.check(open(out, "rb").read() == before,
+              "existing output: file changed without --force")
+    ctx.check(not os.path.exists(out + ".partial"),
+              "existing output: .partial left behind")
+    if rc != 2:
+        _dump(sout, serr)
+    ref = ctx.ref_topk("good.h5", "good.h5", 5, "l2")
+    rc, sout, serr, _ = ctx.run(2, argv + ["--force"])
+    ctx.check(rc == 0, "--force over existing output: exit %s" % rc)
+    if rc == 0:
+        ctx.check(compare.compare(out, ref) == 0,
+                  "--force: replaced output differs from reference")
+    else:
+        _dump(sout, serr)
+
+
+TYPES = ("<f4", ">f4", "<f8", ">f8", "i1", "u1", "<i2", "<u2", ">i4",
+         "<i8", "<u8")
+
+
+def case_types(ctx, ranks):
+    """Every numeric type is read as float32; dataset paths in groups;
+    the only 2-D dataset chosen when /test or /train is absent; a file
+    name holding ':'."""
+    rng = np.random.default_rng(SEED + 1)
+    f = ctx.path("types.h5")
+    with h5py.File(f, "w") as h5:
+        for t in TYPES:
+            dt = np.dtype(t)
+            if dt.kind == "f":
+                # float64 values that are not float32: conversion rounds
+                x = rng.standard_normal((60, 12)) * 3
+            elif dt.kind == "u":
+                x = rng.integers(0, 120, (60, 12))
+            else:
+                x = rng.integers(-100, 100, (60, 12))
+            x[np.all(x == 0, axis=1), 0] = 1
+            h5.create_dataset("grp/sub/%s" % t.replace("<", "le")
+                              .replace(">", "be"), data=x.astype(dt))
+    names = ["/grp/sub/%s" % t.replace("<", "le").replace(">", "be")
+             for t in TYPES]
+    nranks = ranks[0] if len(ranks) == 1 else 2
+    for i, name in enumerate(names):
+        other = names[(i + 3) % len(names)]
+        for metric in ("l2", "cosine"):
+            ref = ctx.ref_topk("types.h5:" + name, "types.h5:" + other, 7,
+                               metric)
+            ctx.result(nranks, ["topk", "-q", f + ":" + name, "-b",
+                                f + ":" + other, "-k", 7, "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "np%d %s x %s %s" % (nranks, name, other, metric))
+    # no /test or /train: the only 2-D dataset, next to 1-D ones
+    q, b = random_inputs()
+    for name, arr in (("q only.h5", q), ("b:only.h5", b)):
+        with h5py.File(ctx.path(name), "w") as h5:
+            h5["vectors"] = arr
+            h5["labels"] = np.arange(arr.shape[0])
+    ref = ctx.ref_topk("q only.h5:/vectors", "b:only.h5:/vectors", 5, "ip")
+    ctx.result(nranks, ["topk", "-q", ctx.path("q only.h5"),
+                        "-b", ctx.path("b:only.h5"), "-k", 5, "-m", "ip"],
+               ctx.path("out.h5"), ref,
+               "only 2-D dataset, file names with ' ' and ':'")
+    ctx.result(nranks, ["topk", "-q", ctx.path("q only.h5:vectors"),
+                        "-b", ctx.path("b:only.h5:/vectors"), "-k", 5,
+                        "-m", "ip"],
+               ctx.path("out.h5"), ref, "explicit datasets after ':'")
+
+
+def case_config(ctx, ranks):
+    write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    ini = ctx.path("job.ini")
+    with open(ini, "w") as fh:
+        fh.write("# integration test job\n[job]\n"
+                 "query = %s:/test\nbase = %s:/train\n"
+                 "metric = l2\nk = 3\nchunk-rows = 5\n"
+                 "output = %s\n" % (f, f, ctx.path("ini1.h5")))
+    cli = ["topk", "-q", f + ":/test", "-b", f + ":/train"]
+    nranks = ranks[0] if len(ranks) == 1 else 2
+    ok = ctx.run_ok(nranks, ["topk", "--config", ini], "INI only")
+    ok &= ctx.run_ok(nranks, cli + ["-m", "l2", "-k", 3, "-o",
+                                    ctx.path("cli1.h5")], "CLI only")
+    if ok:
+        ctx.check(_same_data(ctx.path("ini1.h5"), ctx.path("cli1.h5")),
+                  "INI job differs from the same job on the command line")
+        ctx.check(compare.compare(ctx.path("ini1.h5"), ctx.ref_topk(
+            "rand.h5", "rand.h5", 3, "l2")) == 0,
+                  "INI job differs from reference")
+    # command line over INI, whatever the order of --config
+    ref = ctx.ref_topk("rand.h5", "rand.h5", 7, "ip")
+    over = ["-m", "ip", "-k", 7]
+    for name, argv, out in (
+        ("config first", ["topk", "--config", ini] + over, "ini2.h5"),
+        ("config last", ["topk"] + over + ["--config", ini], "ini3.h5")):
+        ctx.result(nranks, argv, ctx.path(out), ref,
+                   "INI + CLI, %s (the command line must win)" % name)
+    ctx.check(not os.path.exists(ctx.path("ini1.h5.partial")),
+              "INI: partial output left")
+    # a bad key is a usage error naming file and line
+    bad = ctx.path("bad.ini")
+    with open(bad, "w") as fh:
+        fh.write("[job]\nk = 3\nfrobnicate = 1\n")
+    rc, sout, serr, _ = ctx.run(nranks, ["topk", "--config", bad, "-q", f,
+                                         "-b", f, "-o", ctx.path("x.h5")],
+                                timeout=ERROR_TIMEOUT_S)
+    ctx.check(rc == 2, "bad INI key: exit %s, expected 2" % rc)
+    ctx.check("bad.ini" in serr and re.search(r"\b3\b", serr) is not None
+              and "frobnicate" in serr,
+              "bad INI key: stderr should name bad.ini, line 3 and the key")
+    if rc != 2:
+        _dump(sout, serr)
+    ctx.check(not os.path.exists(ctx.path("x.h5")), "bad INI: output")
+
+
+def case_plan(ctx, ranks):
+    write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    for nranks in ranks:
+        for sub in (["topk", "-k", 10], ["matrix"]):
+            out = ctx.path("plan-out.h5")
+            argv = ["plan", sub[0], "-q", f, "-b", f] + sub[1:] + \
+                ["-o", out]
+            rc, sout, serr, _ = ctx.run(nranks, argv, timeout=60)
+            what = "np%d plan %s" % (nranks, sub[0])
+            ok = ctx.check(rc == 0, "%s: exit %s" % (what, rc))
+            ok &= ctx.check(re.search(r"grid.*\b\d+ x \d+\b", sout, re.I)
+                            is not None,
+                            "%s: no grid in stdout" % what)
+            ok &= ctx.check(not os.path.exists(out)
+                            and not os.path.exists(out + ".partial"),
+                            "%s: wrote an output file" % what)
+            if not ok:
+                _dump(sout, serr)
+
+
+def case_gen(ctx, ranks):
+    def gen(nranks, name, seed, extra=()):
+        p = ctx.path(name)
+        ok = ctx.run_ok(nranks, ["gen", "--rows", 700, "--dim", 16,
+                                 "--queries", 30, "--seed", seed, "-o", p]
+                        + list(extra), "gen %s" % name)
+        return p if ok else None
+
+    a = gen(1, "g1.h5", 7)
+    b = gen(2 if 2 in ranks or len(ranks) > 1 else ranks[0], "g2.h5", 7)
+    c = gen(1, "g3.h5", 8)
+    d = gen(1, "g4.h5", 7, ["--clusters", 5])
+    if a:
+        with h5py.File(a, "r") as h5:
+            tr, te = h5.get("train"), h5.get("test")
+            ctx.check(tr is not None and tr.shape == (700, 16)
+                      and tr.dtype == np.float32,
+                      "gen: /train is %r" % (tr,))
+            ctx.check(te is not None and te.shape == (30, 16)
+                      and te.dtype == np.float32,
+                      "gen: /test is %r" % (te,))
+            if tr is not None:
+                x = tr[...]
+                ctx.check(np.all(np.isfinite(x)) and np.std(x) > 0,
+                          "gen: /train not finite or constant")
+    if a and b:
+        ctx.check(_same_arrays(a, b), "gen: same seed, np1 vs np2 differ")
+    if a and c:
+        ctx.check(not _same_arrays(a, c), "gen: seeds 7 and 8 equal")
+    if a and d:
+        ctx.check(not _same_arrays(a, d), "gen: --clusters had no effect")
+    if d:
+        ref = ctx.ref_topk("g4.h5", "g4.h5", 10, "l2")
+        ctx.result(2, ["topk", "-q", d, "-b", d, "-k", 10],
+                   ctx.path("out.h5"), ref, "topk on generated data")
+
+
+def case_interrupt(ctx, ranks):
+    """SIGTERM to every rank mid-run, as a batch system's cancel does:
+    exit 5 within seconds, no output and no partial file left."""
+    f = ctx.path("big.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
+                          400, "--seed", 5, "-o", f], "gen input"):
+        return
+    nranks = ranks[0] if len(ranks) == 1 else 2
+    out = ctx.path("int-out.h5")
+    argv = ["topk", "-q", f, "-b", f, "-k", 10, "--chunk-rows", 4,
+            "-o", out]
+    print("[np%d] xjoin %s" % (nranks, " ".join(map(str, argv))), flush=True)
+    p = ctx.start(nranks, argv)
+    time.sleep(1.5)
+    kids = _children(p.pid)
+    if not ctx.check(p.poll() is None and len(kids) == nranks,
+                     "the job ended or has %d rank processes after 1.5 s; "
+                     "make it longer" % len(kids)):
+        _kill_group(p)
+        p.communicate()
+        return
+    t0 = time.time()
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        sout, serr = p.communicate(timeout=ERROR_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        sout, serr = p.communicate()
+    dt = time.time() - t0
+    print("  -> %s, %.2f s after SIGTERM" % (p.returncode, dt), flush=True)
+    ok = ctx.check(p.returncode == 5, "SIGTERM to the ranks: exit %s, "
+                   "expected 5 (interrupted)" % p.returncode)
+    ok &= ctx.check(dt < 30, "SIGTERM: took %.1f s to stop" % dt)
+    ok &= ctx.check(not os.path.exists(out), "SIGTERM: output written")
+    ok &= ctx.check(not os.path.exists(out + ".partial"),
+                    "SIGTERM: %s.partial left behind" % out)
+    if not ok:
+        _dump(sout, serr)
+
+
+def _children(pid):
+    """Process ids whose parent is pid (Linux /proc)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(d))
+    return kids
+
+
+def _same_arrays(a, b):
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        return all(n in fa and n in fb and
+                   fa[n][...].tobytes() == fb[n][...].tobytes()
+                   for n in ("train", "test"))
+
+
+CASES = {
+    "topk_random": case_topk_random,
+    "invariance": case_invariance,
+    "small_shapes": case_small_shapes,
+    "matrix": case_matrix,
+    "realdata": case_realdata,
+    "errors": case_errors,
+    "config": case_config,
+    "types": case_types,
+    "extremes": case_extremes,
+    "plan": case_plan,
+    "gen": case_gen,
+    "interrupt": case_interrupt,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__[__doc__.index("Cases"):])
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--np", type=int, dest="nranks",
+                    help="rank count (default: the case's own, 1..4)")
+    ap.add_argument("--xjoin", required=True, help="the xjoin binary")
+    ap.add_argument("--mpiexec", default="mpiexec",
+                    help="MPI launcher (Open MPI's mpiexec)")
+    ap.add_argument("--workdir", default=None,
+                    help="where the temporary folder goes (default: $TMPDIR)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the temporary folder")
+    ap.add_argument("--glove", default=DEFAULT_GLOVE,
+                    help="GloVe HDF5 for realdata (default %(default)s)")
+    ap.add_argument("--fashion", default=DEFAULT_FASHION,
+                    help="Fashion-MNIST idx folder (default %(default)s)")
+    args = ap.parse_args()
+    if not os.access(args.xjoin, os.X_OK):
+        print("%s: not an executable" % args.xjoin, file=sys.stderr)
+        return 1
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+    ctx = Ctx(args)
+    ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
+    t0 = time.time()
+    try:
+        if args.case == "realdata":
+            case_realdata(ctx, ranks, args)
+        else:
+            CASES[args.case](ctx, ranks)
+    except Failure as e:
+        ctx.check(False, str(e))
+    except Exception:
+        traceback.print_exc()
+        ctx.check(False, "the test driver raised %s" % sys.exc_info()[0])
+    print("(%.1f s)" % (time.time() - t0))
+    return ctx.finish(args.case + (" np%d" % args.nranks
+                                   if args.nranks else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
