@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "comm.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +89,36 @@ void comm_release(xj_comm *c)
 		MPI_Comm_free(&c->node);
 }
 
+static volatile sig_atomic_t caught_signal;
+
+static void on_signal(int sig)
+{
+	caught_signal = sig;
+}
+
+void comm_watch_signals(void)
+{
+	static const int sigs[] = { SIGTERM, SIGINT, SIGUSR1, SIGUSR2 };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+int comm_interrupted(void)
+{
+	return caught_signal;
+}
+
 int comm_agree(xj_comm *c, xj_status *st)
 {
+	if (caught_signal && st->code == XJ_OK)
+		xj_fail(st, XJ_EXIT_INTERRUPTED, "interrupted by signal %d "
+			"(%s) on %s; nothing was written", (int)caught_signal,
+			strsignal(caught_signal), c->host);
 	int in[2] = { st->code, st->code ? c->rank : c->nranks };
 	int code, first;
 

@@ -54,10 +54,18 @@ int comm_init(xj_comm *c, xj_status *st);
 int comm_grid(xj_comm *c, int pc, xj_status *st);
 void comm_release(xj_comm *c);
 
+/* Catch SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (batch systems' "stop soon"):
+ * the handler only records the signal; comm_agree turns it into an
+ * XJ_EXIT_INTERRUPTED status at the next chunk boundary. */
+void comm_watch_signals(void);
+/* The signal caught so far, or 0. */
+int comm_interrupted(void);
+
 /* Collective over world: every rank learns whether any rank failed. On
  * failure all ranks return the same code and the message of the lowest
  * failing rank (prefixed with its rank). Call it before every collective
- * phase so one rank's error never leaves the others waiting. */
+ * phase so one rank's error never leaves the others waiting. A caught
+ * signal counts as an error of this rank. */
 int comm_agree(xj_comm *c, xj_status *st);
 
 /* Moves equal-typed elements between the ranks of one communicator. */

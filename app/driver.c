@@ -170,6 +170,8 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 		report_add(run->rep, PH_READ, &t0);
 		if (be->topk_add(be, &br, st))
 			return st->code;
+		if (comm_interrupted())
+			return XJ_OK;   /* comm_agree reports it to all ranks */
 		run->rep->gemm_flops = be->gemm_flops;
 		report_add(run->rep, PH_COMPUTE, &t0);
 		report_progress(run->rep, run->comm);
@@ -299,6 +301,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 				report_add(run->rep, PH_COMPUTE, &t0);
 				report_progress(run->rep, run->comm);
 			}
+			/* a signal is agreed on below, at this block's end */
 			if (comm_agree(run->comm, st))
 				goto out;
 			if (h5out_write(run->out, slot, q0, brows ? qrows : 0,

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
 	}
 	xj_ok(&st);
 	comm_init(&c, &st);
+	comm_watch_signals();
 	job_defaults(&job);
 	if (c.rank == 0)
 		options_parse(argc, argv, &job, &action, stdout, &st);

@@ -117,10 +117,12 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 	if (p.peak_bytes > usable_bytes(in))
 		return xj_fail(st, XJ_EXIT_RESOURCE,
 			       "memory budget %" PRId64 " bytes per rank is too "
-			       "small: %" PRId64 " query and %" PRId64 " base "
-			       "rows need %" PRId64 " bytes (raise --mem-limit "
-			       "or --mem-fraction, or use more ranks)",
-			       in->budget_bytes, q, b, p.peak_bytes);
+			       "small: %" PRId64 " bytes are usable (1/8 is kept "
+			       "for library caches) and %" PRId64 " query and %"
+			       PRId64 " base rows need %" PRId64 " bytes (raise "
+			       "--mem-limit or --mem-fraction, or use more ranks)",
+			       in->budget_bytes, usable_bytes(in), q, b,
+			       p.peak_bytes);
 	p.qrounds = ceil_div(p.qblock_max, q);
 	p.brounds = ceil_div(p.bshard_max, b);
 	*out = p;
