@@ -1,0 +1,906 @@
+/*
+ * backend_cuda.cu: the CUDA backend, float32 cuBLAS candidates +
+ * canonical rescoring (top-k), canonical scores (matrix), on one GPU.
+ *
+ * Top-k: the design of cpu_backend.c, one tile at a time on one stream.
+ * For a query chunk Q (n x d, resident from topk_begin to topk_end) and
+ * each streamed base chunk B (m x d), for every tile of TQ query rows and
+ * TB base rows:
+ *
+ *   G = alpha Q_tile B_sub^T   cublasSgemm, TQ x TB floats (row-major G
+ *                              is column-major G^T = B_sub Q_tile^T:
+ *                              op(A) = T on B rows, op(B) = N on Q rows)
+ *   sel_scan   keep j when v = [|b_j|^2 +] G[i][j] <= T_i  (select.cuh)
+ *   rescore    canonical keys of the kept pairs            (rescore.cuh)
+ *   sel_merge  sort them, merge into the exact k-lists, update the gates
+ *
+ * with alpha = -2 on raw rows (l2 family), -1 on raw rows (ip) or -1 on
+ * rows normalised in float (cosine), and the gate test, error bounds and
+ * rescoring of metric.h. Each tile's candidates are merged before the
+ * next tile is scanned, so a row never holds more than TB candidates and
+ * the gates tighten tile by tile (the first tile of a row, with no gate
+ * yet, keeps all its TB columns: that is the seeding of the CPU
+ * backend). The k-lists are the exact canonical top-k whatever the
+ * chunking: the same bits as the CPU backend.
+ *
+ * Per base element: 2d GEMM FLOPs (float32, no TF32: CUBLAS_DEFAULT_MATH
+ * keeps float32 arithmetic, which metric_err_bound() assumes); 8 bytes
+ * and one float add + compare in the scan; per kept pair 4d bytes and 3d
+ * double FLOPs of rescoring.
+ *
+ * Streaming: topk_add copies the caller's rows into one of two pinned
+ * buffers (after the copy that last used that buffer has finished), queues
+ * the host-to-device copy and all tiles, and returns. So the caller reads
+ * chunk c + 1 from disk while the GPU works on chunk c, and the pinned
+ * copy of chunk c + 1 waits only for the upload of chunk c - 1. One stream
+ * orders everything else: the upload of a chunk follows the tiles of the
+ * one before, which read the same device buffer.
+ *
+ * Matrix: matrix.cuh computes TQ x TB blocks of canonical values into the
+ * GEMM tile buffer, which is copied (2-D) into the caller's block.
+ *
+ * Errors: every CUDA and cuBLAS call is checked (check.cuh), every launch
+ * too. Rows that fail metric_check_rows are flagged on the device; query
+ * rows and matrix blocks are reported at once with the CPU's message,
+ * base rows of topk_add by topk_end.
+ */
+#include "backend_cuda.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "../metric.h"
+}
+
+#include "canonical.cuh"
+#include "check.cuh"
+#include "matrix.cuh"
+#include "prep.cuh"
+#include "rescore.cuh"
+#include "select.cuh"
+
+#ifndef XJ_CUDA_TQ
+#define XJ_CUDA_TQ 512      /* query rows per tile */
+#endif
+#ifndef XJ_CUDA_TB
+#define XJ_CUDA_TB 4096     /* base rows per tile (sub-tile of a chunk) */
+#endif
+
+static_assert(XJ_CUDA_TB <= SEL_SORT_CAP,
+	      "a row's candidates of one tile must fit the block sort");
+static_assert(XJ_CUDA_TB <= (int)XJC_COL_MASK + 1,
+	      "a tile column must fit the sort key");
+static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
+	      "tile rows: one block per row, grid.y of the matrix kernel");
+
+#define MIN64(a, b) ((a) < (b) ? (a) : (b))
+
+typedef struct cuda_backend {
+	xj_backend be;          /* first: the driver sees this */
+	xj_backend_cfg cfg;
+	int device;
+	double gate0;           /* approx-space gate of the threshold */
+	cudaStream_t stream;
+	cublasHandle_t blas;
+
+	/* query rows: the chunk of topk_begin or the block of matrix_block */
+	int64_t qalloc;
+	float *q;               /* qalloc x d, as given */
+	float *qhat;            /* cosine: normalised in float */
+	double *qq;             /* canonical squared norms */
+	float *qnorm;           /* float norms (error bounds) */
+	double *gate;           /* approx-space gate per query */
+	float *ekey;            /* exact lists, qalloc x k, sorted, padded */
+	int64_t *eidx;
+	int64_t *ecount;        /* entries per list */
+
+	/* base rows */
+	int64_t balloc;
+	float *b, *bhat;
+	double *bb;
+	float *bn2;             /* float squared norms (l2 family) */
+	float *bnorm;
+	float *submax;          /* largest bnorm per TB sub-tile */
+	float *stage[2];        /* pinned host, balloc x d */
+	cudaEvent_t staged[2];  /* upload out of stage[s] done */
+	int next_stage;
+
+	/* tile work */
+	float *g;               /* TQ x TB: GEMM tile, matrix block */
+	int *cand;              /* TQ x TB: scanned columns */
+	int *ncand;             /* TQ */
+	uint64_t *skey;         /* TQ x TB: rescored sort keys */
+	float *ckey;            /* TQ x TB: rescored keys */
+	int *nvalid;            /* TQ */
+	float *tkey;            /* TQ x k: merge scratch */
+	int64_t *tidx;
+	unsigned long long *bad; /* [0] query rows, [1] base rows */
+
+	int active;             /* between topk_begin and topk_end */
+	int64_t qrows, qfirst;
+} cuda_backend;
+
+static cuda_backend *cuda_of(xj_backend *be)
+{
+	return (cuda_backend *)be;
+}
+
+/* a * b, or INT64_MAX when it overflows (an allocation that then fails) */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+	if (a > 0 && b > INT64_MAX / a)
+		return INT64_MAX;
+	return a * b;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+static int alloc_fail(xj_status *st, cudaError_t e, int64_t bytes,
+		      const char *kind, const char *what)
+{
+	(void)cudaGetLastError();
+	return xj_fail(st, e == cudaErrorMemoryAllocation ? XJ_EXIT_RESOURCE
+							  : XJ_EXIT_INTERNAL,
+		       "cannot allocate %lld bytes of %s memory for %s (%s: %s)",
+		       (long long)bytes, kind, what, cudaGetErrorName(e),
+		       cudaGetErrorString(e));
+}
+
+/* n elements of device memory; NULL for n = 0. */
+template <typename T>
+static int dev_alloc(T **p, int64_t n, const char *what, xj_status *st)
+{
+	int64_t bytes = mul_sat(n, (int64_t)sizeof(T));
+	void *v = NULL;
+	cudaError_t e;
+
+	*p = NULL;
+	if (n <= 0)
+		return XJ_OK;
+	e = cudaMalloc(&v, (size_t)bytes);
+	if (e != cudaSuccess)
+		return alloc_fail(st, e, bytes, "device", what);
+	*p = (T *)v;
+	return XJ_OK;
+}
+
+template <typename T>
+static void dev_free(T **p)
+{
+	if (*p)
+		(void)cudaFree(*p);
+	*p = NULL;
+}
+
+static int pinned_alloc(float **p, int64_t n, const char *what,
+			xj_status *st)
+{
+	int64_t bytes = mul_sat(n, (int64_t)sizeof(float));
+	void *v = NULL;
+	cudaError_t e;
+
+	*p = NULL;
+	if (n <= 0)
+		return XJ_OK;
+	e = cudaHostAlloc(&v, (size_t)bytes, cudaHostAllocDefault);
+	if (e != cudaSuccess)
+		return alloc_fail(st, e, bytes, "pinned host", what);
+	*p = (float *)v;
+	return XJ_OK;
+}
+
+static void query_free(cuda_backend *c)
+{
+	dev_free(&c->q);
+	dev_free(&c->qhat);
+	dev_free(&c->qq);
+	dev_free(&c->qnorm);
+	dev_free(&c->gate);
+	dev_free(&c->ekey);
+	dev_free(&c->eidx);
+	dev_free(&c->ecount);
+	c->qalloc = 0;
+}
+
+/* Buffers for query chunks of up to rows rows; waits for queued work
+ * before it frees smaller ones. */
+static int query_reserve(cuda_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t d = c->cfg.d, k = c->cfg.k > 0 ? c->cfg.k : 0;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->qalloc)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	query_free(c);
+	if (dev_alloc(&c->q, mul_sat(rows, d), "query rows", st) ||
+	    (cosine && dev_alloc(&c->qhat, mul_sat(rows, d),
+				 "normalised query rows", st)) ||
+	    dev_alloc(&c->qq, rows, "query norms", st) ||
+	    dev_alloc(&c->qnorm, rows, "query norms", st) ||
+	    dev_alloc(&c->gate, rows, "query gates", st) ||
+	    dev_alloc(&c->ekey, mul_sat(rows, k), "k-list keys", st) ||
+	    dev_alloc(&c->eidx, mul_sat(rows, k), "k-list indices", st) ||
+	    dev_alloc(&c->ecount, rows, "k-list counts", st)) {
+		query_free(c);
+		return st->code;
+	}
+	c->qalloc = rows;
+	return XJ_OK;
+}
+
+static void base_free(cuda_backend *c)
+{
+	dev_free(&c->b);
+	dev_free(&c->bhat);
+	dev_free(&c->bb);
+	dev_free(&c->bn2);
+	dev_free(&c->bnorm);
+	dev_free(&c->submax);
+	for (int s = 0; s < 2; s++) {
+		if (c->stage[s])
+			(void)cudaFreeHost(c->stage[s]);
+		c->stage[s] = NULL;
+	}
+	c->balloc = 0;
+}
+
+static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->balloc)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	base_free(c);
+	if (dev_alloc(&c->b, mul_sat(rows, d), "base rows", st) ||
+	    (cosine && dev_alloc(&c->bhat, mul_sat(rows, d),
+				 "normalised base rows", st)) ||
+	    dev_alloc(&c->bb, rows, "base norms", st) ||
+	    dev_alloc(&c->bn2, rows, "base norms", st) ||
+	    dev_alloc(&c->bnorm, rows, "base norms", st) ||
+	    dev_alloc(&c->submax, rows / XJ_CUDA_TB + 1, "sub-tile norms", st) ||
+	    pinned_alloc(&c->stage[0], mul_sat(rows, d), "base staging", st) ||
+	    pinned_alloc(&c->stage[1], mul_sat(rows, d), "base staging", st)) {
+		base_free(c);
+		return st->code;
+	}
+	c->balloc = rows;
+	return XJ_OK;
+}
+
+static void work_free(cuda_backend *c)
+{
+	dev_free(&c->g);
+	dev_free(&c->cand);
+	dev_free(&c->ncand);
+	dev_free(&c->skey);
+	dev_free(&c->ckey);
+	dev_free(&c->nvalid);
+	dev_free(&c->tkey);
+	dev_free(&c->tidx);
+	dev_free(&c->bad);
+}
+
+static int work_alloc(cuda_backend *c, xj_status *st)
+{
+	int64_t tile = (int64_t)XJ_CUDA_TQ * XJ_CUDA_TB;
+	int64_t k = c->cfg.k;
+
+	if (dev_alloc(&c->g, tile, "the GEMM tile", st) ||
+	    dev_alloc(&c->bad, 2, "row flags", st))
+		return st->code;
+	if (k < 1)          /* a matrix-only backend */
+		return XJ_OK;
+	if (dev_alloc(&c->cand, tile, "candidate slots", st) ||
+	    dev_alloc(&c->ncand, XJ_CUDA_TQ, "candidate counts", st) ||
+	    dev_alloc(&c->skey, tile, "candidate sort keys", st) ||
+	    dev_alloc(&c->ckey, tile, "candidate keys", st) ||
+	    dev_alloc(&c->nvalid, XJ_CUDA_TQ, "candidate counts", st) ||
+	    dev_alloc(&c->tkey, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
+	    dev_alloc(&c->tidx, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st))
+		return st->code;
+	return XJ_OK;
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+static int check_rows_arg(const cuda_backend *c, const xj_rows *r,
+			  const char *what, xj_status *st)
+{
+	if (r->rows < 0 || r->d != c->cfg.d || (r->rows > 0 && !r->x))
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "%s chunk has %lld rows of dimension %lld, expected dimension %lld",
+			       what, (long long)r->rows, (long long)r->d,
+			       (long long)c->cfg.d);
+	return XJ_OK;
+}
+
+/* The device flagged a row of r (still on the host): the CPU's check
+ * names it with the CPU's message. */
+static int rows_bad(const cuda_backend *c, const xj_rows *r, xj_status *st)
+{
+	if (metric_check_rows(c->cfg.metric, r->x, r->rows, c->cfg.d,
+			      r->first_row, st))
+		return st->code;
+	return xj_fail(st, XJ_EXIT_INTERNAL,
+		       "the device flags a row of %lld .. %lld that the host check accepts",
+		       (long long)r->first_row,
+		       (long long)(r->first_row + r->rows - 1));
+}
+
+/* A flag of prep_norms, for rows no longer on the host (same messages
+ * as metric_check_rows). */
+static int flag_bad(unsigned long long flag, xj_status *st)
+{
+	long long row = (long long)(flag >> 1);
+
+	if (flag & 1)
+		return xj_fail(st, XJ_EXIT_INPUT,
+			       "row %lld: values too large (squared norm overflows float32)",
+			       row);
+	return xj_fail(st, XJ_EXIT_INPUT,
+		       "row %lld is all zeros (cosine is undefined)", row);
+}
+
+static int flags_reset(cuda_backend *c, xj_status *st)
+{
+	CUDA_CHECK(st, cudaMemsetAsync(c->bad, 0xff, 2 * sizeof(*c->bad),
+				       c->stream));
+	return XJ_OK;
+}
+
+/* Copy the base chunk to the device through a pinned buffer. */
+static int base_upload(cuda_backend *c, const xj_rows *b, xj_status *st)
+{
+	int s = c->next_stage;
+	size_t bytes = (size_t)(b->rows * c->cfg.d) * sizeof(float);
+
+	CUDA_CHECK(st, cudaEventSynchronize(c->staged[s]));
+	memcpy(c->stage[s], b->x, bytes);
+	CUDA_CHECK(st, cudaMemcpyAsync(c->b, c->stage[s], bytes,
+				       cudaMemcpyHostToDevice, c->stream));
+	CUDA_CHECK(st, cudaEventRecord(c->staged[s], c->stream));
+	c->next_stage = 1 - s;
+	return XJ_OK;
+}
+
+/* Norms, the cosine copy and the sub-tile maxima of the base chunk. */
+static int base_prepare(cuda_backend *c, const xj_rows *b, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+
+	if (prep_norms(c->b, b->rows, c->cfg.d, m, b->first_row, c->bb,
+		       xjc_is_sq(m) ? c->bn2 : NULL, c->bnorm, &c->bad[1],
+		       c->stream, st) ||
+	    (m == XJ_METRIC_COSINE &&
+	     prep_hat(c->b, c->bb, b->rows, c->cfg.d, c->bhat, c->stream,
+		      st)) ||
+	    prep_submax(c->bnorm, b->rows, XJ_CUDA_TB, c->submax, c->stream,
+			st))
+		return st->code;
+	return XJ_OK;
+}
+
+/* ---- top-k ----------------------------------------------------------- */
+
+static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t k = c->cfg.k, d = c->cfg.d, n = q->rows;
+	unsigned long long bad = XJC_BAD_NONE;
+
+	c->active = 0;
+	if (k < 1)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",
+			       (long long)k);
+	if (check_rows_arg(c, q, "query", st))
+		return st->code;
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	if (query_reserve(c, n, st) || flags_reset(c, st))
+		return st->code;
+	if (n > 0) {
+		CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x,
+					       (size_t)(n * d) * sizeof(float),
+					       cudaMemcpyHostToDevice,
+					       c->stream));
+		if (prep_norms(c->q, n, d, m, q->first_row, c->qq, NULL,
+			       c->qnorm, &c->bad[0], c->stream, st) ||
+		    (m == XJ_METRIC_COSINE &&
+		     prep_hat(c->q, c->qq, n, d, c->qhat, c->stream, st)) ||
+		    prep_fill_f32(c->ekey, n * k, INFINITY, c->stream, st) ||
+		    prep_fill_f64(c->gate, n, c->gate0, c->stream, st))
+			return st->code;
+		/* all-ones bytes: index -1 (padding); zero counts */
+		CUDA_CHECK(st, cudaMemsetAsync(c->eidx, 0xff,
+					       (size_t)(n * k) * sizeof(int64_t),
+					       c->stream));
+		CUDA_CHECK(st, cudaMemsetAsync(c->ecount, 0,
+					       (size_t)n * sizeof(int64_t),
+					       c->stream));
+		CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[0], sizeof(bad),
+					       cudaMemcpyDeviceToHost,
+					       c->stream));
+	}
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	if (bad != XJC_BAD_NONE)
+		return rows_bad(c, q, st);
+	c->qrows = n;
+	c->qfirst = q->first_row;
+	c->active = 1;
+	return XJ_OK;
+}
+
+/* Query rows [i0, i0 + tq) against base chunk rows [j0, j0 + nb). */
+static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		     int64_t j0, int nb, xj_status *st)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	xj_metric m = cfg->metric;
+	int64_t d = cfg->d, k = cfg->k, bfirst = b->first_row + j0;
+	int cosine = m == XJ_METRIC_COSINE, sq = xjc_is_sq(m);
+	const float *qa = cosine ? c->qhat : c->q;
+	const float *ba = cosine ? c->bhat : c->b;
+	float alpha = sq ? -2.0f : -1.0f, beta = 0.0f;
+
+	CUBLAS_CHECK(st, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
+				     (int)d, &alpha, ba + j0 * d, (int)d,
+				     qa + i0 * d, (int)d, &beta, c->g, nb));
+	if (sel_scan(c->g, tq, nb, sq ? c->bn2 + j0 : NULL, m, d,
+		     c->gate + i0, c->qq + i0, c->qnorm + i0,
+		     c->submax + j0 / XJ_CUDA_TB, cfg->self, c->qfirst + i0,
+		     bfirst, c->cand, XJ_CUDA_TB, c->ncand, c->stream, st) ||
+	    rescore(tq, m, d, c->q + i0 * d, c->qq + i0, c->b + j0 * d,
+		    c->bb + j0, bfirst, c->cand, c->ncand, XJ_CUDA_TB,
+		    cfg->has_threshold, cfg->threshold_key, c->ekey + i0 * k,
+		    c->eidx + i0 * k, c->ecount + i0, k, c->skey, c->ckey,
+		    c->nvalid, c->stream, st) ||
+	    sel_merge(tq, m, k, c->gate0, c->skey, c->ckey, c->nvalid,
+		      XJ_CUDA_TB, bfirst, c->ekey + i0 * k, c->eidx + i0 * k,
+		      c->ecount + i0, c->gate + i0, c->tkey, c->tidx,
+		      c->stream, st))
+		return st->code;
+	return XJ_OK;
+}
+
+static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
+{
+	int64_t nq = c->qrows, nb = b->rows;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
+	if (check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (nb == 0 || nq == 0)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	if (base_reserve(c, nb, st) || base_upload(c, b, st) ||
+	    base_prepare(c, b, st))
+		return st->code;
+	for (int64_t i0 = 0; i0 < nq; i0 += XJ_CUDA_TQ)
+		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB)
+			if (topk_tile(c, b, i0, (int)MIN64(XJ_CUDA_TQ, nq - i0),
+				      j0, (int)MIN64(XJ_CUDA_TB, nb - j0), st))
+				return st->code;
+	c->be.gemm_flops += 2.0 * (double)nq * (double)nb * (double)c->cfg.d;
+	return XJ_OK;
+}
+
+static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
+			xj_status *st)
+{
+	int64_t n = c->qrows * c->cfg.k;
+	unsigned long long bad = XJC_BAD_NONE;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	if (n > 0) {
+		CUDA_CHECK(st, cudaMemcpyAsync(key, c->ekey,
+					       (size_t)n * sizeof(float),
+					       cudaMemcpyDeviceToHost,
+					       c->stream));
+		CUDA_CHECK(st, cudaMemcpyAsync(idx, c->eidx,
+					       (size_t)n * sizeof(int64_t),
+					       cudaMemcpyDeviceToHost,
+					       c->stream));
+	}
+	CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[1], sizeof(bad),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	c->active = 0;
+	if (bad != XJC_BAD_NONE)
+		return flag_bad(bad, st);
+	return XJ_OK;
+}
+
+/* ---- matrix ------------------------------------------------------------ */
+
+static int matrix_run(cuda_backend *c, const xj_rows *q, const xj_rows *b,
+		      float *out, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, nq = q->rows, nb = b->rows;
+	unsigned long long bad[2] = { XJC_BAD_NONE, XJC_BAD_NONE };
+
+	if (check_rows_arg(c, q, "query", st) ||
+	    check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (nq == 0 || nb == 0)
+		return XJ_OK;
+	if (c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "matrix_block between topk_begin and topk_end");
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	if (query_reserve(c, nq, st) || base_reserve(c, nb, st) ||
+	    flags_reset(c, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x, (size_t)(nq * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, c->stream));
+	CUDA_CHECK(st, cudaMemcpyAsync(c->b, b->x, (size_t)(nb * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, c->stream));
+	if (prep_norms(c->q, nq, d, m, q->first_row, c->qq, NULL, NULL,
+		       &c->bad[0], c->stream, st) ||
+	    prep_norms(c->b, nb, d, m, b->first_row, c->bb, NULL, NULL,
+		       &c->bad[1], c->stream, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(bad, c->bad, sizeof(bad),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	if (bad[0] != XJC_BAD_NONE)
+		return rows_bad(c, q, st);
+	if (bad[1] != XJC_BAD_NONE)
+		return rows_bad(c, b, st);
+	for (int64_t i0 = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
+		int tq = (int)MIN64(XJ_CUDA_TQ, nq - i0);
+
+		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB) {
+			int tb = (int)MIN64(XJ_CUDA_TB, nb - j0);
+
+			if (matrix_tile(m, d, c->q + i0 * d, tq, c->qq + i0,
+					c->b + j0 * d, tb, c->bb + j0, c->g, tb,
+					c->stream, st))
+				return st->code;
+			CUDA_CHECK(st, cudaMemcpy2DAsync(out + i0 * nb + j0,
+					(size_t)nb * sizeof(float), c->g,
+					(size_t)tb * sizeof(float),
+					(size_t)tb * sizeof(float), (size_t)tq,
+					cudaMemcpyDeviceToHost, c->stream));
+		}
+	}
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	return XJ_OK;
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+/* Internal and resource errors name the backend and the call; input
+ * errors keep the CPU's message, which names the row. */
+static int entry_fail(const cuda_backend *c, int rc, const char *call,
+		      xj_status *st)
+{
+	if (rc != XJ_EXIT_INPUT)
+		xj_wrap(st, "cuda backend (device %d): %s", c->device, call);
+	return rc;
+}
+
+static int cuda_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
+{
+	int rc = topk_begin_run(cuda_of(be), q, st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "topk_begin", st) : XJ_OK;
+}
+
+static int cuda_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+{
+	int rc = topk_add_run(cuda_of(be), b, st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "topk_add", st) : XJ_OK;
+}
+
+static int cuda_topk_end(xj_backend *be, float *key, int64_t *idx,
+			 xj_status *st)
+{
+	int rc = topk_end_run(cuda_of(be), key, idx, st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "topk_end", st) : XJ_OK;
+}
+
+static int cuda_matrix_block(xj_backend *be, const xj_rows *q,
+			     const xj_rows *b, float *out, xj_status *st)
+{
+	int rc = matrix_run(cuda_of(be), q, b, out, st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "matrix_block", st) : XJ_OK;
+}
+
+/* Frees everything, after the queued work (errors cannot be reported
+ * here and are dropped). */
+static void cuda_release(xj_backend *be)
+{
+	cuda_backend *c = cuda_of(be);
+
+	if (!c)
+		return;
+	(void)cudaSetDevice(c->device);
+	if (c->stream)
+		(void)cudaStreamSynchronize(c->stream);
+	query_free(c);
+	base_free(c);
+	work_free(c);
+	for (int s = 0; s < 2; s++)
+		if (c->staged[s])
+			(void)cudaEventDestroy(c->staged[s]);
+	if (c->blas)
+		(void)cublasDestroy(c->blas);
+	if (c->stream)
+		(void)cudaStreamDestroy(c->stream);
+	(void)cudaGetLastError();
+	free(c);
+}
+
+static int memory_check(const cuda_backend *c, double mem_fraction,
+			xj_status *st)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	int64_t need = backend_cuda_work_bytes(cfg, cfg->max_query_rows,
+					       cfg->max_base_rows);
+	size_t free_bytes = 0, total_bytes = 0;
+
+	CUDA_CHECK(st, cudaMemGetInfo(&free_bytes, &total_bytes));
+	if ((double)need > mem_fraction * (double)free_bytes)
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "%lld query and %lld base rows per chunk need %.3f GiB of device memory; %.0f%% of the %.3f GiB free is %.3f GiB",
+			       (long long)cfg->max_query_rows,
+			       (long long)cfg->max_base_rows,
+			       (double)need / (1 << 30), mem_fraction * 100,
+			       (double)free_bytes / (1 << 30),
+			       mem_fraction * (double)free_bytes / (1 << 30));
+	return XJ_OK;
+}
+
+static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
+{
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	CUDA_CHECK(st, cudaStreamCreateWithFlags(&c->stream,
+						 cudaStreamNonBlocking));
+	for (int s = 0; s < 2; s++)
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->staged[s],
+							cudaEventDisableTiming));
+	CUBLAS_CHECK(st, cublasCreate(&c->blas));
+	CUBLAS_CHECK(st, cublasSetStream(c->blas, c->stream));
+	/* float32 arithmetic only (no TF32 or BF16x9 emulation): the GEMM
+	 * error bound of metric.h assumes it */
+	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
+	    query_reserve(c, c->cfg.max_query_rows, st) ||
+	    base_reserve(c, c->cfg.max_base_rows, st))
+		return st->code;
+	return XJ_OK;
+}
+
+extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
+				   double mem_fraction, xj_backend **out,
+				   xj_status *st)
+{
+	cuda_backend *c;
+	int rc;
+
+	*out = NULL;
+	if (cfg->d < 1 || cfg->k < 0 || cfg->max_query_rows < 0 ||
+	    cfg->max_base_rows < 0 || !(mem_fraction > 0 && mem_fraction <= 1))
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cuda backend: bad configuration (d = %lld, k = %lld, chunks of %lld and %lld rows, memory fraction %g)",
+			       (long long)cfg->d, (long long)cfg->k,
+			       (long long)cfg->max_query_rows,
+			       (long long)cfg->max_base_rows, mem_fraction);
+	if (cfg->d > INT32_MAX)
+		return xj_fail(st, XJ_EXIT_INPUT,
+			       "cuda backend: dimension %lld exceeds the cuBLAS limit",
+			       (long long)cfg->d);
+	c = (cuda_backend *)calloc(1, sizeof(*c));
+	if (!c)
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cuda backend: cannot allocate %zu bytes",
+			       sizeof(*c));
+	c->cfg = *cfg;
+	c->device = device;
+	c->gate0 = cfg->has_threshold ?
+		   metric_gate_approx(cfg->metric, cfg->threshold_key) : INFINITY;
+	c->be.name = "cuda";
+	c->be.topk_begin = cuda_topk_begin;
+	c->be.topk_add = cuda_topk_add;
+	c->be.topk_end = cuda_topk_end;
+	c->be.matrix_block = cuda_matrix_block;
+	c->be.release = cuda_release;
+	c->be.gemm_flops = 0;
+	rc = cuda_setup(c, mem_fraction, st);
+	if (rc) {
+		cuda_release(&c->be);
+		xj_wrap(st, "cuda backend (device %d)", device);
+		return rc;
+	}
+	*out = &c->be;
+	return XJ_OK;
+}
+
+extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
+					   int64_t qrows, int64_t brows)
+{
+	double d = (double)cfg->d, k = cfg->k > 0 ? (double)cfg->k : 0;
+	double cos_row = cfg->metric == XJ_METRIC_COSINE ? 4 * d : 0;
+	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
+	double per_q = 4 * d + cos_row + 28 + 12 * k;
+	double per_b = 4 * d + cos_row + 16;
+	double fixed = tile * 4 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
+	double total;
+
+	if (k >= 1)
+		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
+	total = (double)qrows * per_q + (double)brows * per_b + fixed;
+	return total >= 0x1p62 ? INT64_MAX : (int64_t)total;
+}
+
+extern "C" int64_t backend_cuda_pinned_bytes(const xj_backend_cfg *cfg,
+					     int64_t brows)
+{
+	return mul_sat(mul_sat(brows, cfg->d), 2 * (int64_t)sizeof(float));
+}
+
+/* ---- devices ------------------------------------------------------------- */
+
+static const char *cuda_why(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorInsufficientDriver:
+		return "no NVIDIA driver, or one older than the CUDA runtime";
+	case cudaErrorNoDevice:
+		return "no CUDA device visible";
+	default:
+		return "the CUDA runtime cannot start";
+	}
+}
+
+extern "C" int backend_cuda_probe(int *ndevices, char *reason,
+				  size_t reason_size)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	*ndevices = 0;
+	if (reason_size)
+		reason[0] = '\0';
+	if (e != cudaSuccess) {
+		snprintf(reason, reason_size, "%s (%s: %s)", cuda_why(e),
+			 cudaGetErrorName(e), cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		return XJ_OK;
+	}
+	if (n == 0) {
+		snprintf(reason, reason_size, "no CUDA device visible");
+		return XJ_OK;
+	}
+	/* kernels are built for compute capability 8.0 and 9.0 (+ PTX) */
+	for (int dev = 0; dev < n; dev++) {
+		int major = 0, minor = 0;
+
+		e = cudaDeviceGetAttribute(&major,
+					   cudaDevAttrComputeCapabilityMajor,
+					   dev);
+		if (e == cudaSuccess)
+			e = cudaDeviceGetAttribute(&minor,
+					cudaDevAttrComputeCapabilityMinor, dev);
+		if (e != cudaSuccess) {
+			snprintf(reason, reason_size,
+				 "device %d: %s (%s: %s)", dev, cuda_why(e),
+				 cudaGetErrorName(e), cudaGetErrorString(e));
+			(void)cudaGetLastError();
+			return XJ_OK;
+		}
+		if (major < 8) {
+			snprintf(reason, reason_size,
+				 "device %d has compute capability %d.%d; this build needs 8.0 or newer",
+				 dev, major, minor);
+			return XJ_OK;
+		}
+	}
+	*ndevices = n;
+	return XJ_OK;
+}
+
+extern "C" int backend_cuda_device_info(int device, char *line, size_t size)
+{
+	cudaDeviceProp p;
+	char bus[64] = "?";
+	size_t free_bytes = 0, total_bytes = 0;
+	int prev = 0;
+	cudaError_t e;
+
+	e = cudaGetDeviceProperties(&p, device);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), device);
+	if (e == cudaSuccess)
+		e = cudaGetDevice(&prev);
+	if (e == cudaSuccess)
+		e = cudaSetDevice(device);
+	if (e == cudaSuccess) {
+		e = cudaMemGetInfo(&free_bytes, &total_bytes);
+		(void)cudaSetDevice(prev);
+	}
+	if (e != cudaSuccess) {
+		snprintf(line, size, "device %d: %s (%s)", device,
+			 cudaGetErrorString(e), cudaGetErrorName(e));
+		(void)cudaGetLastError();
+		return XJ_EXIT_INTERNAL;
+	}
+	snprintf(line, size,
+		 "[%s] %s, compute capability %d.%d, %.1f of %.1f GiB free",
+		 bus, p.name, p.major, p.minor,
+		 (double)free_bytes / (1 << 30), (double)total_bytes / (1 << 30));
+	return XJ_OK;
+}
+
+/* ---- host builds of the device arithmetic (tests) ---------------------- */
+
+extern "C" double backend_cuda_host_norm2(const float *x, int64_t d)
+{
+	return xjc_norm2(x, d);
+}
+
+extern "C" float backend_cuda_host_key(xj_metric m, const float *q,
+				       const float *b, int64_t d, double qq,
+				       double bb)
+{
+	return xjc_key((int)m, q, b, d, qq, bb);
+}
+
+extern "C" double backend_cuda_host_gate(xj_metric m, float key)
+{
+	return xjc_gate_approx((int)m, key);
+}
+
+extern "C" double backend_cuda_host_err_bound(xj_metric m, int64_t d,
+					      double qnorm, double bnorm)
+{
+	return xjc_err_bound((int)m, d, qnorm, bnorm);
+}
+
+extern "C" float backend_cuda_host_threshold(xj_metric m, int64_t d,
+					     double gate, double qq,
+					     float qnorm, float bmax)
+{
+	return xjc_scan_threshold((int)m, d, gate, qq, qnorm, bmax);
+}
+
+extern "C" uint64_t backend_cuda_host_sortkey(float key, uint32_t col)
+{
+	return xjc_sortkey(key, col);
+}
+
+extern "C" int64_t backend_cuda_host_merge(const float *akey,
+					   const int64_t *aidx, int64_t na,
+					   const uint64_t *skey,
+					   const float *ckey, int64_t nb,
+					   int64_t bfirst, int64_t k,
+					   float *okey, int64_t *oidx)
+{
+	sel_list_view a = { akey, aidx };
+	sel_cand_view b = { skey, ckey, bfirst };
+	int64_t nout = MIN64(k, na + nb);
+	int64_t keep = nb > 0 ? xjc_count_before(a, na, b.key_at(0),
+						 b.idx_at(0)) : na;
+
+	for (int64_t p = 0; p < keep && p < nout; p++) {
+		okey[p] = akey[p];
+		oidx[p] = aidx[p];
+	}
+	if (nb > 0)
+		xjc_merge_part(a, na, b, nb, keep, k, okey, oidx, 0, 1);
+	return nout;
+}

@@ -1,0 +1,110 @@
+/*
+ * backend_cuda.h: the CUDA backend (cuBLAS candidates + canonical
+ * rescoring on one GPU), behind the interface of kernels/backend.h.
+ *
+ * defines: backend_cuda_create, backend_cuda_probe,
+ *          backend_cuda_device_info, backend_cuda_work_bytes,
+ *          backend_cuda_pinned_bytes, backend_cuda_host_*
+ *
+ * Plain C: app/ includes this header and never sees CUDA types or
+ * <<< >>>. Results are canonical (metric.h): the same bits as the CPU
+ * backend for every metric, k, threshold, self setting and chunking.
+ *
+ * Call pattern and its guarantees (see backend.h for the shapes):
+ *   topk_begin   copies the query chunk to the device and returns when
+ *                it is checked; q->x may be reused afterwards.
+ *   topk_add     stages the base chunk in pinned memory, queues the
+ *                copy and all the work on the backend's stream and
+ *                returns without waiting: b->x may be reused at once, and
+ *                the caller reads the next chunk while the GPU works.
+ *                Errors found on the device (a base row that fails
+ *                metric_check_rows, a fault) are reported by the next
+ *                call that waits: topk_end at the latest.
+ *   topk_end     waits, copies the sorted, padded lists into key/idx.
+ *   matrix_block synchronous; must not be called between topk_begin and
+ *                topk_end (it reuses the chunk buffers).
+ * One backend drives one device from one host thread at a time.
+ *
+ * Memory: everything is allocated by backend_cuda_create for
+ * cfg->max_query_rows and cfg->max_base_rows (larger chunks later make
+ * the backend grow its buffers, which may fail with XJ_EXIT_RESOURCE).
+ * Create first checks backend_cuda_work_bytes() against mem_fraction of
+ * the device's free memory. On XJ_EXIT_RESOURCE nothing stays allocated,
+ * so a caller may halve max_query_rows and/or max_base_rows and call
+ * create again (the driver's halving loop); any other code is final.
+ */
+#ifndef XJ_BACKEND_CUDA_H
+#define XJ_BACKEND_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+/* Create a CUDA backend on device (a CUDA runtime index) using at most
+ * mem_fraction (0, 1] of its free memory. Returns XJ_OK and *out, or an
+ * error: XJ_EXIT_RESOURCE when memory is short. */
+int backend_cuda_create(const xj_backend_cfg *cfg, int device,
+			double mem_fraction, xj_backend **out, xj_status *st);
+
+/* Usable CUDA devices. Always returns XJ_OK: where there are none (no
+ * driver, no device, a device older than compute capability 8.0) it sets
+ * *ndevices = 0 and writes the reason, e.g. "no NVIDIA driver, or one
+ * older than the CUDA runtime (cudaErrorInsufficientDriver: ...)". */
+int backend_cuda_probe(int *ndevices, char *reason, size_t reason_size);
+
+/* One line describing device: "[PCI bus id] name, compute capability
+ * X.Y, F of T GiB free". Returns XJ_OK, or XJ_EXIT_INTERNAL with the
+ * CUDA error in line. */
+int backend_cuda_device_info(int device, char *line, size_t size);
+
+/* Device bytes the backend allocates for query chunks of qrows rows and
+ * base chunks of brows rows, for the planner's memory formula:
+ *   per query row  4d (rows) + 4d (cosine copy) + 28 (norms, gate,
+ *                  count) + 12k (k-list)
+ *   per base row   4d + 4d (cosine) + 16 (norms) + 4/TB (sub-tile max)
+ *   fixed          TQ x TB x 4 (GEMM tile) and, for k >= 1, TQ x TB x 16
+ *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
+ *                  (merge scratch); TQ = 512, TB = 4096
+ * cuBLAS's own workspace and the CUDA context (a few hundred MiB) come on
+ * top; leave them in the planner's reserve. */
+int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
+				int64_t brows);
+
+/* Pinned host bytes for base chunks of brows rows (two staging buffers
+ * of brows x d floats), for the host budget. */
+int64_t backend_cuda_pinned_bytes(const xj_backend_cfg *cfg, int64_t brows);
+
+/*
+ * Host builds of the device arithmetic (canonical.cuh, select.cuh), for
+ * unit tests that compare it with metric.c and topk.c on a machine
+ * without a GPU. Not used by the backend itself.
+ */
+double backend_cuda_host_norm2(const float *x, int64_t d);
+float backend_cuda_host_key(xj_metric m, const float *q, const float *b,
+			    int64_t d, double qq, double bb);
+double backend_cuda_host_gate(xj_metric m, float key);
+double backend_cuda_host_err_bound(xj_metric m, int64_t d, double qnorm,
+				   double bnorm);
+float backend_cuda_host_threshold(xj_metric m, int64_t d, double gate,
+				  double qq, float qnorm, float bmax);
+uint64_t backend_cuda_host_sortkey(float key, uint32_t col);
+/* The rank merge of sel_merge, run sequentially: the sorted list
+ * (akey, aidx, na) and nb candidates sorted by sort key (skey, ckey) of
+ * the sub-tile starting at global row bfirst; writes the best k
+ * (sorted, only the first min(k, na + nb) entries) to (okey, oidx) and
+ * returns their count. */
+int64_t backend_cuda_host_merge(const float *akey, const int64_t *aidx,
+				int64_t na, const uint64_t *skey,
+				const float *ckey, int64_t nb, int64_t bfirst,
+				int64_t k, float *okey, int64_t *oidx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

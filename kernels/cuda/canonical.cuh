@@ -1,0 +1,289 @@
+/*
+ * canonical.cuh: the arithmetic of kernels/metric.c, operation for
+ * operation, for the device (and the host, for tests).
+ *
+ * defines: xjc_norm2, xjc_sqdist, xjc_dot, xjc_step, xjc_key_of_sum,
+ *          xjc_key, xjc_is_sq, xjc_is_inf,
+ *          xjc_err_bound, xjc_gate_approx, xjc_scan_threshold,
+ *          xjc_key_order, xjc_sortkey, xjc_less
+ *
+ * Math (metric.h): with q, b float32 rows of dimension d,
+ *   s = sum_i ((double)q_i - (double)b_i)^2     p = sum_i (double)q_i b_i
+ * accumulated sequentially in index order 0..d-1 in double, then
+ *   sqeuclidean (float)s   l2 (float)sqrt(s)   ip -(float)p
+ *   cosine      (float)(1 - p / sqrt(qq * bb))
+ * Every operation is a correctly rounded IEEE operation in round-to-
+ * nearest. On the device each one is written as an intrinsic
+ * (__dadd_rn, __dmul_rn, __dsub_rn, __ddiv_rn, __dsqrt_rn,
+ * __double2float_rn) because the compiler never fuses those into an FMA
+ * or reorders them, whatever -fmad says; on the host the plain operators
+ * are used, compiled with -ffp-contract=off like metric.c. The result is
+ * then the same bits as metric_key() for every input.
+ *
+ * Cost per pair: d loads of q and b (8d bytes from cache or memory),
+ * 3d double FLOPs (l2 family) or 2d (ip, cosine); the loop is one
+ * dependency chain, so one thread does one pair and many pairs run side by
+ * side.
+ *
+ * The gate and threshold functions copy metric_gate_approx(),
+ * metric_err_bound() and cpu_backend.c's row_threshold(); their results
+ * need not match the CPU's bits for the answer to be exact (any valid
+ * upper bound keeps every pair that can enter the top k), but they do, so
+ * both backends examine the same bounds. The rounding up to float uses
+ * __double2float_ru, which is exactly cpu_backend.c's float_up().
+ */
+#ifndef XJ_CUDA_CANONICAL_CUH
+#define XJ_CUDA_CANONICAL_CUH
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+extern "C" {
+#include "../../app/job.h"
+}
+
+#define XJC_HD __host__ __device__ __forceinline__
+
+#ifdef __CUDA_ARCH__
+#define XJC_ADD(a, b) __dadd_rn((a), (b))
+#define XJC_SUB(a, b) __dsub_rn((a), (b))
+#define XJC_MUL(a, b) __dmul_rn((a), (b))
+#define XJC_DIV(a, b) __ddiv_rn((a), (b))
+#define XJC_SQRT(a) __dsqrt_rn(a)
+#define XJC_F32(a) __double2float_rn(a)
+#define XJC_F32_UP(a) __double2float_ru(a)
+#else
+#define XJC_ADD(a, b) ((a) + (b))
+#define XJC_SUB(a, b) ((a) - (b))
+#define XJC_MUL(a, b) ((a) * (b))
+#define XJC_DIV(a, b) ((a) / (b))
+#define XJC_SQRT(a) sqrt(a)
+#define XJC_F32(a) ((float)(a))
+#define XJC_F32_UP(a) xjc_f32_up_host(a)
+
+/* Smallest float >= x, as cpu_backend.c's float_up(). */
+static inline float xjc_f32_up_host(double x)
+{
+	float f = (float)x;
+
+	if ((double)f < x)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+#endif
+
+#define XJC_U32 0x1p-24     /* float32 unit roundoff */
+
+/* ---- canonical sums ------------------------------------------------ */
+
+/* sum of (double)x_i^2, i = 0..d-1 in order (metric_norm2) */
+XJC_HD double xjc_norm2(const float *x, int64_t d)
+{
+	double s = 0.0;
+
+	for (int64_t i = 0; i < d; i++) {
+		double v = (double)x[i];
+
+		s = XJC_ADD(s, XJC_MUL(v, v));
+	}
+	return s;
+}
+
+XJC_HD double xjc_sqdist(const float *q, const float *b, int64_t d)
+{
+	double s = 0.0;
+
+	for (int64_t i = 0; i < d; i++) {
+		double t = XJC_SUB((double)q[i], (double)b[i]);
+
+		s = XJC_ADD(s, XJC_MUL(t, t));
+	}
+	return s;
+}
+
+XJC_HD double xjc_dot(const float *q, const float *b, int64_t d)
+{
+	double p = 0.0;
+
+	for (int64_t i = 0; i < d; i++)
+		p = XJC_ADD(p, XJC_MUL((double)q[i], (double)b[i]));
+	return p;
+}
+
+/* One step i of the sum: squared difference (sq, the l2 family) or
+ * product, added to acc. For kernels that walk the dimension themselves
+ * (matrix.cuh); the order of the steps is theirs to keep. */
+XJC_HD double xjc_step(int sq, double acc, double q, double b)
+{
+	if (sq) {
+		double t = XJC_SUB(q, b);
+
+		return XJC_ADD(acc, XJC_MUL(t, t));
+	}
+	return XJC_ADD(acc, XJC_MUL(q, b));
+}
+
+/* Key from the accumulated sum s (squared distance for the l2 family, dot
+ * product otherwise), with the final operations of metric_key(). */
+XJC_HD float xjc_key_of_sum(int m, double s, double qq, double bb)
+{
+	switch (m) {
+	case XJ_METRIC_SQEUCLIDEAN:
+		return XJC_F32(s);
+	case XJ_METRIC_L2:
+		return XJC_F32(XJC_SQRT(s));
+	case XJ_METRIC_IP:
+		return -XJC_F32(s);
+	case XJ_METRIC_COSINE:
+		return XJC_F32(XJC_SUB(1.0, XJC_DIV(s, XJC_SQRT(XJC_MUL(qq, bb)))));
+	}
+	return NAN;
+}
+
+XJC_HD int xjc_is_sq(int m)
+{
+	return m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+}
+
+/* metric_key(m, q, b, d, qq, bb) */
+XJC_HD float xjc_key(int m, const float *q, const float *b, int64_t d,
+		     double qq, double bb)
+{
+	double s = xjc_is_sq(m) ? xjc_sqdist(q, b, d) : xjc_dot(q, b, d);
+
+	return xjc_key_of_sum(m, s, qq, bb);
+}
+
+/* ---- gates ----------------------------------------------------------- */
+
+XJC_HD int xjc_is_inf(double x)
+{
+	return x > DBL_MAX || x < -DBL_MAX;
+}
+
+/* metric_err_bound(m, d, qnorm, bnorm) */
+XJC_HD double xjc_err_bound(int m, int64_t d, double qnorm, double bnorm)
+{
+	double n = XJC_ADD((double)d, 8.0);
+	double tiny = XJC_MUL(XJC_MUL(4.0, n), (double)FLT_MIN);
+	double s;
+
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		s = XJC_ADD(qnorm, bnorm);
+		return XJC_ADD(XJC_MUL(XJC_MUL(XJC_MUL(XJC_MUL(2.0, n), XJC_U32),
+						s), s), tiny);
+	case XJ_METRIC_IP:
+		return XJC_ADD(XJC_MUL(XJC_MUL(XJC_MUL(XJC_MUL(2.0, n), XJC_U32),
+						qnorm), bnorm), tiny);
+	case XJ_METRIC_COSINE:
+		return XJC_ADD(XJC_MUL(XJC_MUL(XJC_MUL(XJC_MUL(16.0, n), XJC_U32),
+						qnorm), bnorm), tiny);
+	}
+	return INFINITY;
+}
+
+/* metric_gate_approx(m, key) */
+XJC_HD double xjc_gate_approx(int m, float key)
+{
+	double k = key;
+	double r;
+
+	if (key > FLT_MAX)
+		return INFINITY;
+	switch (m) {
+	case XJ_METRIC_L2:
+		if (k < 0)
+			return k;
+		r = XJC_ADD(XJC_ADD(k, XJC_MUL(k, 0x1p-21)), 0x1p-148);
+		return XJC_MUL(XJC_MUL(r, r), 1.0 + 0x1p-40);
+	case XJ_METRIC_SQEUCLIDEAN:
+		if (k < 0)
+			return k;
+		return XJC_ADD(XJC_ADD(k, XJC_MUL(k, 0x1p-20)), 0x1p-148);
+	case XJ_METRIC_COSINE:
+		return XJC_ADD(XJC_ADD(k, XJC_MUL(fabs(k), 0x1p-20)), 0x1p-40);
+	case XJ_METRIC_IP:
+		return XJC_ADD(XJC_ADD(k, XJC_MUL(fabs(k), 0x1p-20)), 0x1p-148);
+	}
+	return INFINITY;
+}
+
+/*
+ * Scan threshold of a query (cpu_backend.c, row_threshold): keep a GEMM
+ * value v (v = |b|^2 - 2 q.b for the l2 family, -q.b for ip, -qn.bn for
+ * cosine) when v <= T, with
+ *   T = up(gate - c + err),  c = |q|^2 (l2 family), 1 (cosine), 0 (ip)
+ * and err the GEMM error bound for the largest base norm bmax of the
+ * sub-tile. An infinite gate (no list yet, no threshold) keeps all.
+ */
+XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
+				float qnorm, float bmax)
+{
+	if (xjc_is_inf(gate))
+		return INFINITY;
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, qq),
+					  xjc_err_bound(m, d, qnorm, bmax)));
+	case XJ_METRIC_COSINE:
+		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, 1.0),
+					  xjc_err_bound(m, d, 1, 1)));
+	case XJ_METRIC_IP:
+		return XJC_F32_UP(XJC_ADD(gate, xjc_err_bound(m, d, qnorm, bmax)));
+	}
+	return INFINITY;
+}
+
+/* ---- the total order ------------------------------------------------- */
+
+/* (ka, ia) before (kb, ib): key, then index (topk_less without padding;
+ * -0 and +0 are equal keys, as for the CPU's float comparison). */
+XJC_HD int xjc_less(float ka, int64_t ia, float kb, int64_t ib)
+{
+	return ka < kb || (ka == kb && ia < ib);
+}
+
+/*
+ * Radix-sortable image of a float key: unsigned comparison of the images
+ * is float comparison of the keys (NaN excluded). Negative floats are
+ * bit-inverted, others get the sign bit set; -0 is mapped as +0 first, so
+ * that equal keys have equal images and ties fall to the index.
+ */
+XJC_HD uint32_t xjc_key_order(float key)
+{
+	uint32_t u;
+
+	if (key == 0.0f)
+		key = 0.0f;
+	memcpy(&u, &key, sizeof(u));
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/*
+ * Sort key of a candidate: (key image, column of the sub-tile) in one
+ * unsigned integer of 32 + XJC_COL_BITS bits. Within a sub-tile the global
+ * base index is first_row + column, so ascending sort keys are ascending
+ * (key, index), the total order of topk.h. A valid candidate never has
+ * the all-ones value, which marks empty slots.
+ */
+#define XJC_COL_BITS 13
+#define XJC_COL_MASK ((1u << XJC_COL_BITS) - 1u)
+#define XJC_SORTKEY_BITS (32 + XJC_COL_BITS)
+
+XJC_HD uint64_t xjc_sortkey(float key, uint32_t col)
+{
+	return ((uint64_t)xjc_key_order(key) << XJC_COL_BITS) |
+	       (col & XJC_COL_MASK);
+}
+
+XJC_HD uint32_t xjc_sortkey_col(uint64_t s)
+{
+	return (uint32_t)(s & XJC_COL_MASK);
+}
+
+#endif
