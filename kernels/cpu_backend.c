@@ -1,0 +1,1205 @@
+/*
+ * cpu_backend.c: the CPU backend: float32 GEMM candidates + canonical
+ * rescoring (top-k), vectorised canonical scores (matrix).
+ *
+ * Top-k. For a query chunk Q (n x d) and each streamed base chunk B
+ * (m x d), every thread owns a tile of up to TQ_MAX query rows and walks
+ * B in sub-tiles of TB rows:
+ *
+ *   G = alpha Q_tile B_sub^T + C                  cblas_sgemm, TQ x TB
+ *     l2, sqeuclidean: alpha = -2, C[i][j] = |b_j|^2 (float)
+ *     cosine:          alpha = -1, C = 1, rows normalised in float
+ *     ip:              alpha = -1, C = 0
+ *   keep (i, j) when G[i][j] <= T_i = up(gate_i - c_i + err_i)
+ *
+ * with c_i = |q_i|^2 for the l2 family and 0 otherwise, so G + c_i is the
+ * approx-space value (metric.h); err_i = metric_err_bound() with the
+ * largest base norm of the sub-tile bounds |G + c_i - exact|; gate_i is
+ * the approx-space gate (metric_gate_approx) of the query's k-th exact
+ * key, or of the threshold; up() rounds up to float. So no pair whose
+ * canonical key could still enter the top-k is ever dropped, however the
+ * GEMM rounds.
+ *
+ * Kept pairs are pushed on the query's pending list. After a sub-tile
+ * (rows still in cache) once a query has k/8 of them, when a list is
+ * full, and at the end of the chunk, they are rescored with the arithmetic
+ * of metric_key() (double, index order; one SIMD lane per pair, MW pairs
+ * of any of the tile's queries per batch) and merged into the query's
+ * exact list by (key, index); the gate then tightens. A query with no
+ * gate yet is seeded with the best approx pair of each of k column
+ * groups, so the first sub-tile does not push everything. The lists are
+ * the exact canonical top-k: identical for any chunking of Q and B, any
+ * thread count, any tile size.
+ *
+ * Costs per base element: 2d GEMM FLOPs, one float compare in the scan.
+ * Per kept pair: 3d double FLOPs and a base row read (4d bytes, often
+ * from L3); about k (1 + ln(m / k)) kept pairs per query. For k = 10 the
+ * rescoring is a few percent of the time; for k = 100 it costs about as
+ * much as the GEMM. The G tile (TQ_MAX x TB x 4 = 1 MiB) stays in L2
+ * between sgemm and scan; base rows are read once per query tile
+ * (4 m d n / TQ_MAX bytes per chunk pair).
+ *
+ * Matrix. Canonical values for every pair, computed as metric_key() does:
+ * one SIMD lane per base row, accumulating over the dimension in index
+ * order (MW base rows transposed to doubles), MQ query rows at a time for
+ * independent dependency chains. 3d double FLOPs per pair (l2 family), 2d
+ * (ip, cosine); 4 bytes written per pair.
+ *
+ * Threads: OpenMP over query tiles; OpenBLAS is set to one thread so each
+ * OpenMP thread runs its own sgemm calls. A thread owns whole query rows,
+ * so the selection state needs no locks.
+ *
+ * topk_begin keeps a pointer to the query rows; they must stay valid and
+ * unchanged until topk_end. Base rows are only used inside topk_add.
+ */
+#include "backend.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metric.h"
+#include "topk.h"
+
+/*
+ * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
+ * SkylakeX kernels): the TQ x TB float tile (1 MiB) stays in L2 between
+ * sgemm and scan; 256 x 1024 and 128 x 1024 ran 5-15% slower, 512 x 1024 and
+ * 1024 x 512 within noise of this.
+ */
+#define TQ_MAX 512      /* query rows per thread tile */
+#define TB 512          /* base rows per GEMM sub-tile */
+#define SCAN_W 32       /* scan block: elements tested before a branch */
+#define MW 16           /* base rows per vector block (lanes) */
+#define MQ 4            /* matrix: query rows per pass */
+#define MQT 64          /* matrix: query rows per work item */
+#define PEND_MIN 64     /* pending slots beyond k, at least */
+/* Below this many row elements (or 4x as many pair-dimension products)
+ * a thread team costs more than it saves. */
+#define PAR_MIN_ELEMS (1 << 16)
+#define NORM2_MAX 1e37  /* as metric_check_rows() */
+#define ALIGN_BYTES 64
+
+/*
+ * The project builds for x86-64-v2; these clones give the scan and the
+ * matrix kernel AVX2/AVX-512 code picked at load time. The clones do the
+ * same IEEE operations in the same order (no contraction), so the results
+ * are identical whichever runs.
+ */
+#if !defined(XJ_CLONES) && defined(__x86_64__) && defined(__GNUC__) && \
+	defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define XJ_CLONES __attribute__((target_clones("arch=x86-64-v4", \
+					       "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef XJ_CLONES
+#define XJ_CLONES       /* -DXJ_CLONES= builds the plain code only */
+#endif
+
+typedef struct cand {
+	float key;
+	int64_t idx;
+} cand;
+
+typedef struct cpu_thread {
+	float *g;          /* TQ_MAX x TB GEMM tile */
+	cand *cands;       /* cap rescored candidates */
+	double *bt;        /* matrix: d x MW transposed base block */
+	float *qpad;       /* matrix: MQ x d zero-padded query rows */
+	double flops;
+} cpu_thread;
+
+typedef struct cpu_backend {
+	xj_backend be;     /* first: the driver sees this */
+	xj_backend_cfg cfg;
+	int threads;
+	int64_t cap;       /* pending slots per query */
+	double gate0;      /* gate from the threshold, +inf without */
+	cpu_thread *th;
+
+	/* query chunk, between topk_begin and topk_end */
+	int active;
+	const float *qx;
+	int64_t qrows, qfirst, qalloc;
+	double *qq;        /* canonical squared norms */
+	float *qnorm;      /* float norms, for the error bounds */
+	float *qhat;       /* cosine: rows normalised in float */
+	double *gate;      /* approx-space gate per query */
+	float *ekey;       /* exact lists, qrows x k */
+	int64_t *eidx;
+	int64_t *ecount;
+	int64_t *pend;     /* pending chunk rows, qrows x cap */
+	float *pkey;       /* their canonical keys once rescored */
+	int64_t *npend;
+
+	/* base chunk (topk_add) or matrix operands */
+	int64_t balloc;
+	double *bb;        /* canonical squared norms */
+	float *bn2;        /* float squared norms (l2 family) */
+	float *bnorm;      /* float norms */
+	float *bhat;       /* cosine: normalised rows */
+	float *submax;     /* largest bnorm per TB sub-tile */
+	float *ones;       /* TB ones: the constant row of cosine tiles */
+	int64_t mqalloc, mballoc;
+	double *mqq;       /* matrix: query squared norms */
+	double *mbb;       /* matrix: base squared norms */
+} cpu_backend;
+
+static void *alloc_aligned(size_t bytes)
+{
+	if (bytes == 0)
+		bytes = ALIGN_BYTES;
+	bytes = (bytes + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
+	return aligned_alloc(ALIGN_BYTES, bytes);
+}
+
+static int64_t pending_cap(int64_t k)
+{
+	return k + (k > PEND_MIN ? k : PEND_MIN);
+}
+
+/* rows x per_row bytes is representable (allocation sizes below). */
+static int size_ok(int64_t rows, int64_t per_row)
+{
+	return rows >= 0 && (per_row <= 0 || rows <= INT64_MAX / per_row);
+}
+
+static int oom(xj_status *st, const char *what, int64_t bytes)
+{
+	return xj_fail(st, XJ_EXIT_RESOURCE,
+		       "cpu backend: cannot allocate %lld bytes for %s",
+		       (long long)bytes, what);
+}
+
+/* ---- canonical scores, one SIMD lane per base row ------------------- */
+
+/*
+ * Lane w accumulates the pair (query row, base row w) over the dimension
+ * in index order with the operations of metric_key(), so its result has
+ * the same bits (lanes are independent: vectorising across them reorders
+ * nothing). bt holds MW base rows transposed to d x MW doubles.
+ */
+
+/*
+ * Eight double lanes. GCC vector extensions give lane-wise IEEE
+ * operations, so the result does not depend on the vector width the
+ * clone compiles them to (one zmm, two ymm or four xmm registers).
+ */
+typedef double vd8 __attribute__((vector_size(64)));
+#define MV (MW / 8)     /* vd8 per lane block */
+
+/* acc[r][w]: squared distance of query row r (MQ rows, stride d) and
+ * lane w: MQ x MV independent dependency chains. */
+XJ_CLONES
+static void lanes_sqdist(const float *q, const double *bt, int64_t d,
+			 double acc[MQ][MW])
+{
+	vd8 a[MQ][MV];
+
+	memset(a, 0, sizeof(a));
+	for (int64_t i = 0; i < d; i++) {
+		vd8 r[MV];
+
+		for (int v = 0; v < MV; v++)
+			memcpy(&r[v], bt + i * MW + 8 * v, sizeof(vd8));
+		for (int k = 0; k < MQ; k++) {
+			double qi = q[k * d + i];
+
+			for (int v = 0; v < MV; v++) {
+				vd8 t = qi - r[v];
+
+				a[k][v] += t * t;
+			}
+		}
+	}
+	memcpy(acc, a, sizeof(a));
+}
+
+/* As lanes_sqdist for the dot product. */
+XJ_CLONES
+static void lanes_dot(const float *q, const double *bt, int64_t d,
+		      double acc[MQ][MW])
+{
+	vd8 a[MQ][MV];
+
+	memset(a, 0, sizeof(a));
+	for (int64_t i = 0; i < d; i++) {
+		vd8 r[MV];
+
+		for (int v = 0; v < MV; v++)
+			memcpy(&r[v], bt + i * MW + 8 * v, sizeof(vd8));
+		for (int k = 0; k < MQ; k++) {
+			double qi = q[k * d + i];
+
+			for (int v = 0; v < MV; v++)
+				a[k][v] += qi * r[v];
+		}
+	}
+	memcpy(acc, a, sizeof(a));
+}
+
+/*
+ * W pairs (rescoring): lane w is query row qx + qo[w] against base row
+ * bx + bo[w], read where they lie, one element of each per step, instead
+ * of being transposed first. The pairs of a batch come from different
+ * queries, so the W dependency chains are independent. Two widths: MW,
+ * and RW4 for the few pairs left at the end of a batch.
+ */
+#define RW4 4
+#define LANES_PAIRS(name, W, update)					\
+XJ_CLONES								\
+static void name(const float *qx, const int64_t *qo, const float *bx,	\
+		 const int64_t *bo, int64_t d, double *acc)		\
+{									\
+	double a[W] = { 0 };						\
+									\
+	for (int64_t i = 0; i < d; i++) {				\
+		for (int w = 0; w < W; w++) {				\
+			double qv = qx[qo[w] + i];			\
+			double bv = bx[bo[w] + i];			\
+									\
+			update;						\
+		}							\
+	}								\
+	memcpy(acc, a, sizeof(a));					\
+}
+
+LANES_PAIRS(pairs_sqdist, MW, double t = qv - bv; a[w] += t * t)
+LANES_PAIRS(pairs_sqdist4, RW4, double t = qv - bv; a[w] += t * t)
+LANES_PAIRS(pairs_dot, MW, a[w] += qv * bv)
+LANES_PAIRS(pairs_dot4, RW4, a[w] += qv * bv)
+
+/* Key from an accumulated sum, with the final operations of metric_key(). */
+static float lanes_key(xj_metric m, double s, double qq, double bb)
+{
+	switch (m) {
+	case XJ_METRIC_SQEUCLIDEAN:
+		return (float)s;
+	case XJ_METRIC_L2:
+		return (float)sqrt(s);
+	case XJ_METRIC_IP:
+		return -(float)s;
+	case XJ_METRIC_COSINE:
+		return (float)(1.0 - s / sqrt(qq * bb));
+	}
+	return NAN;
+}
+
+/* Rows [j0, j0 + nw) of bx, transposed to d x MW doubles, zero padded. */
+static void lanes_load(const float *bx, int64_t d, int64_t j0, int64_t nw,
+		       double *bt)
+{
+	for (int64_t i = 0; i < d; i++)
+		for (int w = 0; w < MW; w++)
+			bt[i * MW + w] = w < nw ? bx[(j0 + w) * d + i] : 0.0;
+}
+
+/* ---- row preparation ---------------------------------------------- */
+
+/* Canonical squared norms of MW rows at offsets off[w], as metric_norm2(). */
+XJ_CLONES
+static void lanes_norm2_at(const float *x, const int64_t *off, int64_t d,
+			   double *acc)
+{
+	double a[MW] = { 0 };
+
+	for (int64_t i = 0; i < d; i++)
+		for (int w = 0; w < MW; w++) {
+			double v = x[off[w] + i];
+
+			a[w] += v * v;
+		}
+	memcpy(acc, a, sizeof(a));
+}
+
+/* Row r of x with canonical squared norm s: float norms, normalised copy;
+ * returns 0, or -1 when cosine cannot use the row or its norm overflows
+ * float32. */
+static int row_prepare(xj_metric m, const float *xr, int64_t d, double s,
+		       int64_t r, float *fn2, float *fnorm, float *hat)
+{
+	if (fn2)
+		fn2[r] = (float)s;
+	if (fnorm)
+		fnorm[r] = (float)sqrt(s);
+	if (!(s <= NORM2_MAX) || (m == XJ_METRIC_COSINE && s == 0))
+		return -1;
+	if (hat) {
+		double inv = 1.0 / sqrt(s);
+
+		for (int64_t i = 0; i < d; i++)
+			hat[r * d + i] = (float)(xr[i] * inv);
+	}
+	return 0;
+}
+
+/* Norms (and the normalised copy for cosine) of rows x, MW rows per step;
+ * returns -1 or the first row that cosine cannot use or whose norm
+ * overflows float32. */
+static int64_t rows_prepare(xj_metric m, const float *x, int64_t rows,
+			    int64_t d, double *n2, float *fn2, float *fnorm,
+			    float *hat, int threads)
+{
+	int64_t bad = -1, nblk = (rows + MW - 1) / MW;
+
+#pragma omp parallel for schedule(static) num_threads(threads) \
+	if (rows * d >= PAR_MIN_ELEMS)
+	for (int64_t blk = 0; blk < nblk; blk++) {
+		int64_t r0 = blk * MW, nw = rows - r0 < MW ? rows - r0 : MW;
+		int64_t off[MW];
+		double s[MW];
+
+		for (int64_t w = 0; w < MW; w++)
+			off[w] = (r0 + (w < nw ? w : 0)) * d;
+		lanes_norm2_at(x, off, d, s);
+		for (int64_t w = 0; w < nw; w++) {
+			int64_t r = r0 + w;
+
+			n2[r] = s[w];
+			if (!row_prepare(m, x + r * d, d, s[w], r, fn2, fnorm,
+					 hat))
+				continue;
+#pragma omp critical(xj_cpu_bad_row)
+			if (bad < 0 || r < bad)
+				bad = r;
+		}
+	}
+	return bad;
+}
+
+/* Status for a row rows_prepare() refused, in metric_check_rows() words. */
+static int bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
+		   int64_t first_row, xj_status *st)
+{
+	if (metric_check_rows(m, x + r * d, 1, d, first_row + r, st))
+		return st->code;
+	return xj_fail(st, XJ_EXIT_INTERNAL, "row %lld: norm check disagrees",
+		       (long long)(first_row + r));
+}
+
+/* ---- selection state ---------------------------------------------- */
+
+static void free_query(cpu_backend *c)
+{
+	free(c->qq);
+	free(c->qnorm);
+	free(c->qhat);
+	free(c->gate);
+	free(c->ekey);
+	free(c->eidx);
+	free(c->ecount);
+	free(c->pend);
+	free(c->pkey);
+	free(c->npend);
+	c->qq = NULL;
+	c->qnorm = NULL;
+	c->qhat = NULL;
+	c->gate = NULL;
+	c->ekey = NULL;
+	c->eidx = NULL;
+	c->ecount = NULL;
+	c->pend = NULL;
+	c->pkey = NULL;
+	c->npend = NULL;
+	c->qalloc = 0;
+}
+
+static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t k = c->cfg.k, d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->qalloc)
+		return XJ_OK;
+	if (!size_ok(rows, 8 * (c->cap + k + d + 8)))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cpu backend: %lld query rows: selection state too large",
+			       (long long)rows);
+	free_query(c);
+	c->qq = malloc((size_t)rows * sizeof(double));
+	c->qnorm = malloc((size_t)rows * sizeof(float));
+	c->qhat = cosine ? alloc_aligned((size_t)(rows * d) * sizeof(float))
+			 : NULL;
+	c->gate = malloc((size_t)rows * sizeof(double));
+	c->ekey = malloc((size_t)(rows * k) * sizeof(float));
+	c->eidx = malloc((size_t)(rows * k) * sizeof(int64_t));
+	c->ecount = malloc((size_t)rows * sizeof(int64_t));
+	c->pend = malloc((size_t)(rows * c->cap) * sizeof(int64_t));
+	c->pkey = malloc((size_t)(rows * c->cap) * sizeof(float));
+	c->npend = malloc((size_t)rows * sizeof(int64_t));
+	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
+	    !c->ekey || !c->eidx || !c->ecount || !c->pend || !c->pkey ||
+	    !c->npend) {
+		free_query(c);
+		return oom(st, "the query selection state",
+			   backend_cpu_work_bytes(&c->cfg, rows, c->threads));
+	}
+	c->qalloc = rows;
+	return XJ_OK;
+}
+
+static void free_base(cpu_backend *c)
+{
+	free(c->bb);
+	free(c->bn2);
+	free(c->bnorm);
+	free(c->bhat);
+	free(c->submax);
+	c->bb = NULL;
+	c->bn2 = NULL;
+	c->bnorm = NULL;
+	c->bhat = NULL;
+	c->submax = NULL;
+	c->balloc = 0;
+}
+
+static int base_reserve(cpu_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->balloc)
+		return XJ_OK;
+	if (!size_ok(rows, 4 * d + 32))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cpu backend: %lld base rows: norms too large",
+			       (long long)rows);
+	free_base(c);
+	c->bb = malloc((size_t)rows * sizeof(double));
+	c->bn2 = alloc_aligned((size_t)rows * sizeof(float));
+	c->bnorm = malloc((size_t)rows * sizeof(float));
+	c->bhat = cosine ? alloc_aligned((size_t)(rows * d) * sizeof(float))
+			 : NULL;
+	c->submax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+	if (!c->bb || !c->bn2 || !c->bnorm || (cosine && !c->bhat) ||
+	    !c->submax) {
+		free_base(c);
+		return oom(st, "base norms", rows * (int64_t)(8 + 4 + 4 +
+				(cosine ? 4 * d : 0)));
+	}
+	c->balloc = rows;
+	return XJ_OK;
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const cand *a = pa, *b = pb;
+
+	if (topk_less(a->key, a->idx, b->key, b->idx))
+		return -1;
+	if (topk_less(b->key, b->idx, a->key, a->idx))
+		return 1;
+	return 0;
+}
+
+/*
+ * Merge n sorted new entries into the sorted list key/idx of ne entries,
+ * keeping the best k, in place from the back: the largest of the union
+ * are dropped first, then entries move only if a new one goes before
+ * them. Returns the new length.
+ */
+static int64_t merge_sorted(float *key, int64_t *idx, int64_t ne,
+			    const cand *nw, int64_t n, int64_t k)
+{
+	int64_t total = ne + n < k ? ne + n : k;
+	int64_t a = ne - 1, b = n - 1;
+
+	for (int64_t drop = ne + n - total; drop > 0; drop--) {
+		if (b >= 0 && (a < 0 || topk_less(key[a], idx[a], nw[b].key,
+						  nw[b].idx)))
+			b--;
+		else
+			a--;
+	}
+	for (int64_t o = total - 1; b >= 0; o--) {
+		if (a >= 0 && topk_less(nw[b].key, nw[b].idx, key[a], idx[a])) {
+			key[o] = key[a];
+			idx[o] = idx[a--];
+		} else {
+			key[o] = nw[b].key;
+			idx[o] = nw[b--].idx;
+		}
+	}
+	return total;
+}
+
+/*
+ * A batch of up to MW pending pairs, possibly of different queries,
+ * rescored together; each key lands in its pending slot's pkey.
+ */
+typedef struct pair_batch {
+	int64_t n;
+	int64_t qo[MW], bo[MW];   /* element offsets of the rows */
+	int64_t qi[MW], bj[MW];   /* query row, chunk row */
+	int64_t slot[MW];         /* index into pend / pkey */
+} pair_batch;
+
+static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
+{
+	xj_metric m = c->cfg.metric;
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	double acc[MW];
+	int64_t n = pb->n;
+
+	if (n == 0)
+		return;
+	/* lanes past n repeat lane 0; their results are not used */
+	for (int64_t w = n; w < MW; w++) {
+		pb->qo[w] = pb->qo[0];
+		pb->bo[w] = pb->bo[0];
+	}
+	if (n <= RW4 && sq)
+		pairs_sqdist4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else if (n <= RW4)
+		pairs_dot4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else if (sq)
+		pairs_sqdist(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else
+		pairs_dot(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	for (int64_t w = 0; w < n; w++)
+		c->pkey[pb->slot[w]] = lanes_key(m, acc[w], c->qq[pb->qi[w]],
+						 c->bb[pb->bj[w]]);
+	pb->n = 0;
+}
+
+/* Add the pending pairs of query i to the batch, scoring full batches. */
+static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
+			    const xj_rows *b)
+{
+	int64_t d = c->cfg.d;
+
+	for (int64_t p = 0; p < c->npend[i]; p++) {
+		int64_t slot = i * c->cap + p, j = c->pend[slot];
+
+		pb->qo[pb->n] = i * d;
+		pb->bo[pb->n] = j * d;
+		pb->qi[pb->n] = i;
+		pb->bj[pb->n] = j;
+		pb->slot[pb->n++] = slot;
+		if (pb->n == MW)
+			batch_score(c, pb, b);
+	}
+}
+
+/*
+ * Merge the rescored pending pairs of query i into its exact list; then
+ * tighten its gate. Exact for any pending content: the list is the best
+ * k by (key, index) of everything seen.
+ */
+static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
+			const xj_rows *b)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	int64_t k = cfg->k;
+	const int64_t *pend = c->pend + i * c->cap;
+	const float *pkey = c->pkey + i * c->cap;
+	float *ekey = c->ekey + i * k;
+	int64_t *eidx = c->eidx + i * k;
+	int64_t ne = c->ecount[i];
+	int64_t n = 0;
+
+	for (int64_t p = 0; p < c->npend[i]; p++) {
+		int64_t gj = b->first_row + pend[p];
+		float key = pkey[p];
+
+		if (cfg->has_threshold && !(key <= cfg->threshold_key))
+			continue;
+		if (ne == k && !topk_less(key, gj, ekey[k - 1], eidx[k - 1]))
+			continue;
+		t->cands[n].key = key;
+		t->cands[n].idx = gj;
+		n++;
+	}
+	c->npend[i] = 0;
+	if (n == 0)
+		return;
+	qsort(t->cands, (size_t)n, sizeof(cand), cand_cmp);
+	n = merge_sorted(ekey, eidx, ne, t->cands, n, k);
+	c->ecount[i] = n;
+	if (n == k) {
+		double g = metric_gate_approx(cfg->metric, ekey[k - 1]);
+
+		c->gate[i] = g < c->gate0 ? g : c->gate0;
+	}
+}
+
+/* Rescore and merge the pending pairs of query i alone. */
+static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
+			const xj_rows *b)
+{
+	pair_batch pb;
+
+	pb.n = 0;
+	batch_add_query(c, &pb, i, b);
+	batch_score(c, &pb, b);
+	query_merge(c, t, i, b);
+}
+
+/*
+ * Rescore and merge the pending pairs of the queries [i0, i1) that have
+ * at least min_pend of them, in shared batches: many short pending lists
+ * cost no more than one long one.
+ */
+static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		       int64_t min_pend, const xj_rows *b)
+{
+	pair_batch pb;
+
+	pb.n = 0;
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i] && c->npend[i] >= min_pend)
+			batch_add_query(c, &pb, i, b);
+	batch_score(c, &pb, b);
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i] && c->npend[i] >= min_pend)
+			query_merge(c, t, i, b);
+}
+
+/* ---- the scan ------------------------------------------------------ */
+
+/*
+ * First block start j >= from holding an element with g[j] <= t, or the
+ * start of the tail too short for a block. A hit lies in [j, j + SCAN_W);
+ * the caller checks those elements one by one.
+ */
+XJ_CLONES
+static int64_t scan_block(const float *g, float t, int64_t from, int64_t n)
+{
+	int64_t j = from;
+
+	for (; j + SCAN_W <= n; j += SCAN_W) {
+		int any = 0;
+
+		for (int w = 0; w < SCAN_W; w++)
+			any |= g[j + w] <= t;
+		if (any)
+			return j;
+	}
+	return j;
+}
+
+/* Smallest float >= x (x finite or +inf). */
+static float float_up(double x)
+{
+	float f = (float)x;
+
+	if ((double)f < x)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+
+/* Scan threshold T_i of query i against a sub-tile whose largest base
+ * norm is bmax (see the file comment). */
+static float row_threshold(const cpu_backend *c, int64_t i, double bmax)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	double gate = c->gate[i];
+
+	if (gate == INFINITY)
+		return INFINITY;
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		return float_up(gate - c->qq[i] +
+				metric_err_bound(m, d, c->qnorm[i], bmax));
+	case XJ_METRIC_COSINE:
+		return float_up(gate + metric_err_bound(m, d, 1, 1));
+	case XJ_METRIC_IP:
+		return float_up(gate +
+				metric_err_bound(m, d, c->qnorm[i], bmax));
+	}
+	return INFINITY;
+}
+
+/* Push chunk row j as a candidate of query i; flush when full. */
+static void query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
+		       const xj_rows *b)
+{
+	if (c->cfg.self && b->first_row + j == c->qfirst + i)
+		return;
+	c->pend[i * c->cap + c->npend[i]++] = j;
+	if (c->npend[i] == c->cap)
+		query_flush(c, t, i, b);
+}
+
+/*
+ * A query without any gate yet (no threshold, fewer than k exact keys)
+ * would push every element until its first flush. Seed it instead: the
+ * smallest approx value of each of k column groups is rescored, which
+ * gives k exact keys and a gate near the final one. Any seeds keep the
+ * selection exact; good ones only make it cheaper. Seeded columns are
+ * set to NaN in g so that the scan does not push them again.
+ */
+static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		     int64_t j0, int64_t nb, const xj_rows *b)
+{
+	int64_t ng = c->cfg.k < nb ? c->cfg.k : nb;
+
+	for (int64_t gi = 0; gi < ng; gi++) {
+		int64_t lo = gi * nb / ng, hi = (gi + 1) * nb / ng, best = lo;
+		float bv = INFINITY;
+
+		for (int64_t j = lo; j < hi; j++) {
+			if (g[j] < bv) {
+				bv = g[j];
+				best = j;
+			}
+		}
+		g[best] = NAN;
+		query_push(c, t, i, j0 + best, b);
+	}
+	if (c->npend[i])
+		query_flush(c, t, i, b);
+}
+
+/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk). */
+static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
+		     float *g, int64_t j0, int64_t nb, const xj_rows *b)
+{
+	double bmax = c->submax[j0 / TB];
+	float thr;
+	int64_t j = 0;
+
+	if (c->gate[i] == INFINITY)
+		seed_row(c, t, i, g, j0, nb, b);
+	thr = row_threshold(c, i, bmax);
+	while (j < nb) {
+		int64_t end;
+
+		j = scan_block(g, thr, j, nb);
+		end = j + SCAN_W < nb ? j + SCAN_W : nb;
+		for (; j < end; j++) {
+			if (!(g[j] <= thr))
+				continue;
+			query_push(c, t, i, j0 + j, b);
+			if (c->npend[i] == 0)   /* flushed: gate moved */
+				thr = row_threshold(c, i, bmax);
+		}
+	}
+}
+
+/*
+ * The tile G = alpha Q_tile B_sub^T + beta C. For l2 and cosine C holds
+ * the constant part of the approx-space value in every row (|b_j|^2, or
+ * 1), added by sgemm with beta = 1: this costs what sgemm's own zeroing
+ * for beta = 0 costs, and leaves the scan one compare per element.
+ */
+static void tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
+		      const float *ba, int64_t tq, int64_t nb, int64_t j0)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	float alpha = -1.0f, beta = 1.0f;
+	const float *row = c->ones;
+
+	if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN) {
+		alpha = -2.0f;
+		row = c->bn2 + j0;
+	} else if (m == XJ_METRIC_IP) {
+		beta = 0.0f;
+		row = NULL;
+	}
+	for (int64_t r = 0; row && r < tq; r++)
+		memcpy(t->g + r * nb, row, (size_t)nb * sizeof(float));
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tq, (int)nb,
+		    (int)d, alpha, qa, (int)d, ba, (int)d, beta, t->g, (int)nb);
+	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
+}
+
+/* One thread's query tile [i0, i1) against the whole base chunk. */
+static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b)
+{
+	int64_t d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->qx;
+	const float *ba = cosine ? c->bhat : b->x;
+
+	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
+		int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+
+		tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
+		for (int64_t i = i0; i < i1; i++)
+			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
+		/* rescore while the sub-tile's rows are still in cache, which
+		 * also tightens the gates for the next sub-tile; but merging
+		 * costs O(k), so wait for k/8 candidates */
+		tile_flush(c, t, i0, i1, (c->cfg.k + 7) / 8, b);
+	}
+	tile_flush(c, t, i0, i1, 1, b);
+}
+
+/* ---- backend entry points ----------------------------------------- */
+
+static cpu_backend *cpu_of(xj_backend *be)
+{
+	return (cpu_backend *)be;
+}
+
+static int check_rows_arg(const cpu_backend *c, const xj_rows *r,
+			  const char *what, xj_status *st)
+{
+	if (r->rows < 0 || r->d != c->cfg.d || (r->rows > 0 && !r->x))
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: %s chunk has %lld rows of dimension %lld, expected dimension %lld",
+			       what, (long long)r->rows, (long long)r->d,
+			       (long long)c->cfg.d);
+	return XJ_OK;
+}
+
+static int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int64_t bad;
+
+	if (c->cfg.k < 1)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: top-k with k = %lld",
+			       (long long)c->cfg.k);
+	if (check_rows_arg(c, q, "query", st))
+		return st->code;
+	if (query_reserve(c, q->rows, st))
+		return st->code;
+	bad = rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d, c->qq,
+			   NULL, c->qnorm, cosine ? c->qhat : NULL, c->threads);
+	if (bad >= 0)
+		return bad_row(c->cfg.metric, q->x, c->cfg.d, bad, q->first_row,
+			       st);
+	for (int64_t i = 0; i < q->rows; i++) {
+		c->gate[i] = c->gate0;
+		c->ecount[i] = 0;
+		c->npend[i] = 0;
+	}
+	c->qx = q->x;
+	c->qrows = q->rows;
+	c->qfirst = q->first_row;
+	c->active = 1;
+	return XJ_OK;
+}
+
+/* Tiles per thread team: enough to keep every thread busy, at most TQ_MAX
+ * rows each. */
+static int64_t tile_rows(int64_t rows, int threads)
+{
+	int64_t nt = (rows + TQ_MAX - 1) / TQ_MAX;
+
+	if (nt < threads)
+		nt = threads;
+	nt = (nt + threads - 1) / threads * threads;
+	if (nt > rows)
+		nt = rows;
+	return (rows + nt - 1) / nt;
+}
+
+static int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
+		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
+	int64_t bad, tq, ntiles;
+	double flops = 0;
+	int team;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_add before topk_begin");
+	if (check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (b->rows == 0 || c->qrows == 0)
+		return XJ_OK;
+	if (base_reserve(c, b->rows, st))
+		return st->code;
+	bad = rows_prepare(c->cfg.metric, b->x, b->rows, c->cfg.d, c->bb,
+			   l2 ? c->bn2 : NULL, c->bnorm,
+			   cosine ? c->bhat : NULL, c->threads);
+	if (bad >= 0)
+		return bad_row(c->cfg.metric, b->x, c->cfg.d, bad, b->first_row,
+			       st);
+	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
+		float mx = 0;
+
+		for (int64_t j = j0; j < b->rows && j < j0 + TB; j++)
+			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
+		c->submax[j0 / TB] = mx;
+	}
+	tq = tile_rows(c->qrows, c->threads);
+	ntiles = (c->qrows + tq - 1) / tq;
+	team = ntiles > 1 &&
+	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
+#pragma omp parallel num_threads(c->threads) reduction(+ : flops) if (team)
+	{
+		cpu_thread *t = &c->th[omp_get_thread_num()];
+
+		t->flops = 0;
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t it = 0; it < ntiles; it++) {
+			int64_t i0 = it * tq;
+			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
+
+			tile_run(c, t, i0, i1, b);
+		}
+		flops += t->flops;
+	}
+	be->gemm_flops += flops;
+	return XJ_OK;
+}
+
+static int cpu_topk_end(xj_backend *be, float *key, int64_t *idx,
+			xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int64_t k = c->cfg.k;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_end before topk_begin");
+	for (int64_t i = 0; i < c->qrows; i++) {
+		int64_t n = c->ecount[i];
+
+		memcpy(key + i * k, c->ekey + i * k, (size_t)n * sizeof(*key));
+		memcpy(idx + i * k, c->eidx + i * k, (size_t)n * sizeof(*idx));
+		topk_pad(key + i * k, idx + i * k, n, k);
+	}
+	c->active = 0;
+	c->qx = NULL;
+	return XJ_OK;
+}
+
+/* ---- matrix ---------------------------------------------------------- */
+
+/* Query rows [i0, i1) against base rows [j0, j0 + nw): MQ rows per kernel
+ * call, the last group padded with zero rows (computed, not stored). */
+static void mat_item(cpu_backend *c, cpu_thread *t, const xj_rows *q,
+		     const xj_rows *b, int64_t i0, int64_t i1, int64_t j0,
+		     int64_t nw, float *out)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	double acc[MQ][MW];
+
+	lanes_load(b->x, d, j0, nw, t->bt);
+	for (int64_t i = i0; i < i1; i += MQ) {
+		int64_t nq = i1 - i < MQ ? i1 - i : MQ;
+		const float *qr = q->x + i * d;
+
+		if (nq < MQ) {
+			memset(t->qpad, 0, (size_t)(MQ * d) * sizeof(float));
+			memcpy(t->qpad, qr, (size_t)(nq * d) * sizeof(float));
+			qr = t->qpad;
+		}
+		if (sq)
+			lanes_sqdist(qr, t->bt, d, acc);
+		else
+			lanes_dot(qr, t->bt, d, acc);
+		for (int64_t r = 0; r < nq; r++) {
+			float *o = out + (i + r) * b->rows + j0;
+
+			for (int w = 0; w < nw; w++)
+				o[w] = metric_key_to_value(m,
+					lanes_key(m, acc[r][w], c->mqq[i + r],
+						  c->mbb[j0 + w]));
+		}
+	}
+}
+
+/* Grow *p to hold rows doubles. */
+static int grow_doubles(double **p, int64_t *have, int64_t rows,
+			const char *what, xj_status *st)
+{
+	if (rows <= *have)
+		return XJ_OK;
+	free(*p);
+	*have = 0;
+	*p = malloc((size_t)rows * sizeof(double));
+	if (!*p)
+		return oom(st, what, rows * (int64_t)sizeof(double));
+	*have = rows;
+	return XJ_OK;
+}
+
+static int cpu_matrix_block(xj_backend *be, const xj_rows *q,
+			    const xj_rows *b, float *out, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	int64_t nqt, nbt, bad;
+
+	if (check_rows_arg(c, q, "query", st) ||
+	    check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (q->rows == 0 || b->rows == 0)
+		return XJ_OK;
+	if (grow_doubles(&c->mqq, &c->mqalloc, q->rows, "query norms", st) ||
+	    grow_doubles(&c->mbb, &c->mballoc, b->rows, "base norms", st))
+		return st->code;
+	bad = rows_prepare(m, q->x, q->rows, d, c->mqq, NULL, NULL, NULL,
+			   c->threads);
+	if (bad >= 0)
+		return bad_row(m, q->x, d, bad, q->first_row, st);
+	bad = rows_prepare(m, b->x, b->rows, d, c->mbb, NULL, NULL, NULL,
+			   c->threads);
+	if (bad >= 0)
+		return bad_row(m, b->x, d, bad, b->first_row, st);
+	nqt = (q->rows + MQT - 1) / MQT;
+	nbt = (b->rows + MW - 1) / MW;
+#pragma omp parallel for collapse(2) schedule(static) \
+	num_threads(c->threads) \
+	if (nqt * nbt > 1 && (double)q->rows * b->rows * d >= PAR_MIN_ELEMS)
+	for (int64_t it = 0; it < nqt; it++) {
+		for (int64_t jt = 0; jt < nbt; jt++) {
+			cpu_thread *t = &c->th[omp_get_thread_num()];
+			int64_t i0 = it * MQT, j0 = jt * MW;
+			int64_t i1 = i0 + MQT < q->rows ? i0 + MQT : q->rows;
+			int64_t nw = b->rows - j0 < MW ? b->rows - j0 : MW;
+
+			mat_item(c, t, q, b, i0, i1, j0, nw, out);
+		}
+	}
+	return XJ_OK;
+}
+
+static void cpu_release(xj_backend *be)
+{
+	cpu_backend *c = cpu_of(be);
+
+	if (!c)
+		return;
+	for (int t = 0; c->th && t < c->threads; t++) {
+		free(c->th[t].g);
+		free(c->th[t].cands);
+		free(c->th[t].bt);
+		free(c->th[t].qpad);
+	}
+	free(c->th);
+	free_query(c);
+	free_base(c);
+	free(c->mqq);
+	free(c->mbb);
+	free(c->ones);
+	free(c);
+}
+
+static int threads_of(const xj_backend_cfg *cfg, int threads)
+{
+	if (threads > 0)
+		return threads;
+	if (cfg->threads > 0)
+		return cfg->threads;
+	return omp_get_max_threads();
+}
+
+static int thread_alloc(cpu_backend *c)
+{
+	int64_t d = c->cfg.d;
+
+	c->th = calloc((size_t)c->threads, sizeof(*c->th));
+	if (!c->th)
+		return -1;
+	for (int t = 0; t < c->threads; t++) {
+		cpu_thread *th = &c->th[t];
+
+		th->g = alloc_aligned((size_t)TQ_MAX * TB * sizeof(float));
+		th->cands = malloc((size_t)c->cap * sizeof(cand));
+		th->bt = alloc_aligned((size_t)(d * MW) * sizeof(double));
+		th->qpad = alloc_aligned((size_t)(d * MQ) * sizeof(float));
+		if (!th->g || !th->cands || !th->bt || !th->qpad)
+			return -1;
+	}
+	return 0;
+}
+
+int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
+		       xj_status *st)
+{
+	cpu_backend *c;
+
+	*out = NULL;
+	if (cfg->d < 1 || cfg->k < 0 || cfg->threads < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: bad configuration (d = %lld, k = %lld, threads = %d)",
+			       (long long)cfg->d, (long long)cfg->k,
+			       cfg->threads);
+	if (!size_ok(cfg->k, 64))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cpu backend: k = %lld is too large",
+			       (long long)cfg->k);
+	if (cfg->d > INT32_MAX)
+		return xj_fail(st, XJ_EXIT_INPUT,
+			       "cpu backend: dimension %lld exceeds the BLAS limit",
+			       (long long)cfg->d);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return oom(st, "the backend", (int64_t)sizeof(*c));
+	c->ones = malloc(TB * sizeof(float));
+	if (!c->ones) {
+		free(c);
+		return oom(st, "the backend", TB * (int64_t)sizeof(float));
+	}
+	for (int64_t j = 0; j < TB; j++)
+		c->ones[j] = 1.0f;
+	c->cfg = *cfg;
+	c->threads = threads_of(cfg, 0);
+	c->cap = pending_cap(cfg->k);
+	c->gate0 = INFINITY;
+	if (cfg->has_threshold)
+		c->gate0 = metric_gate_approx(cfg->metric, cfg->threshold_key);
+	c->be.name = "cpu";
+	c->be.topk_begin = cpu_topk_begin;
+	c->be.topk_add = cpu_topk_add;
+	c->be.topk_end = cpu_topk_end;
+	c->be.matrix_block = cpu_matrix_block;
+	c->be.release = cpu_release;
+	c->be.gemm_flops = 0;
+	if (thread_alloc(c)) {
+		int64_t bytes = backend_cpu_work_bytes(cfg, 0, c->threads);
+
+		cpu_release(&c->be);
+		return oom(st, "per-thread tiles", bytes);
+	}
+	/* each OpenMP thread runs its own sgemm: no BLAS threads inside */
+	openblas_set_num_threads(1);
+	*out = &c->be;
+	return XJ_OK;
+}
+
+/*
+ * Working memory, bytes, with q = qrows, m = cfg->max_base_rows, T threads,
+ * cap = k + max(k, 64) pending slots per query:
+ *   per thread   TQ_MAX*TB*4 (G tile, 1 MiB) + 16 cap (rescored
+ *                candidates) + 8 d MW (matrix block) + 4 d MQ (matrix
+ *                query rows)
+ *   per query    8 (qq) + 4 (norm) + 8 (gate) + 8 (count) + 8 (pending
+ *                count) + 12 k (exact list) + 12 cap (pending rows and
+ *                their keys)
+ *                + 8 (matrix norms); + 4 d for cosine (normalised copy)
+ *   per base row 8 (bb) + 4 (bn2) + 4 (norm) + 4 (sub-tile max, rounded
+ *                up) + 8 (matrix norms); + 4 d for cosine
+ *   fixed        TB*4 (ones) + the backend struct + alignment slack
+ * The query and base rows themselves are the caller's.
+ */
+int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
+			       int threads)
+{
+	int64_t k = cfg->k > 0 ? cfg->k : 0;
+	int64_t d = cfg->d;
+	int64_t cap = pending_cap(k);
+	int64_t cos_row = cfg->metric == XJ_METRIC_COSINE ? 4 * d : 0;
+	int64_t mrows = cfg->max_base_rows > 0 ? cfg->max_base_rows : 0;
+	int64_t per_thread, per_query, per_base, fixed;
+	int t = threads_of(cfg, threads);
+
+	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * d * MW +
+		     4 * d * MQ + 5 * ALIGN_BYTES;
+	per_query = 8 + 4 + 8 + 8 + 8 + 12 * k + 12 * cap + 8 + cos_row;
+	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
+	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;
+	return t * per_thread + qrows * per_query + mrows * per_base + fixed;
+}
