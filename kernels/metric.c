@@ -85,11 +85,17 @@ float metric_key_to_value(xj_metric m, float key)
  * passes when its key <= (float)t (ip: -(float)t, the same rounding since
  * it is symmetric). Values beyond float range become +-inf.
  */
+/* The largest float key not above the threshold's key, so "keep when
+ * key <= threshold key" means exactly value <= t (ip: value >= t) for the
+ * user's t, not for t rounded to the nearest float. */
 float metric_value_to_key(xj_metric m, double value)
 {
-	float f = (float)value;
+	double want = m == XJ_METRIC_IP ? -value : value;
+	float f = (float)want;
 
-	return m == XJ_METRIC_IP ? -f : f;
+	if ((double)f > want)
+		f = nextafterf(f, -INFINITY);
+	return f;
 }
 
 /*

@@ -53,7 +53,8 @@ float metric_key(xj_metric m, const float *q, const float *b, int64_t d,
  * +inf for distances and -inf for ip. */
 float metric_key_to_value(xj_metric m, float key);
 
-/* Key of a user threshold value (ip: -t). */
+/* Key of a user threshold value t: the largest float <= t (ip: <= -t),
+ * so that key <= threshold key holds exactly when the value passes t. */
 float metric_value_to_key(xj_metric m, double value);
 
 /* An upper bound, in approx space, of the exact approx-space value of any

@@ -80,9 +80,13 @@ def key_to_value(metric, key):
 
 
 def value_to_key(metric, value):
-    """Key of a threshold value, rounded to float32 like metric.c."""
-    v = np.float32(value)
-    return -v if metric == "ip" else v
+    """Key of a threshold value like metric.c: the largest float32 not
+    above the threshold's key, so key <= it means exactly value <= t."""
+    want = -float(value) if metric == "ip" else float(value)
+    v = np.float32(want)
+    if float(v) > want:
+        v = np.nextafter(v, np.float32(-np.inf))
+    return v
 
 
 def _prepare(q, b, metric):

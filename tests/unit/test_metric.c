@@ -224,9 +224,15 @@ static void test_values_and_keys(void)
 		  metric_key_to_value(XJ_METRIC_L2, INFINITY) > 0);
 	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_IP, 2.5), -2.5f);
 	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_SQEUCLIDEAN, 2.5), 2.5f);
-	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_L2, 0.1), 0.1f);
+	/* (float)0.1 is above 0.1: the key steps down to stay <= 0.1 */
+	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_L2, 0.1),
+			nextafterf(0.1f, 0.0f));
+	CU_ASSERT((double)metric_value_to_key(XJ_METRIC_L2, 0.1) <= 0.1);
 	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_IP, 0.1), -0.1f);
-	CU_ASSERT(isinf(metric_value_to_key(XJ_METRIC_L2, 1e300)));
+	/* beyond float range: the largest float, which every finite key
+	 * passes, as every finite value passes 1e300 */
+	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_L2, 1e300), FLT_MAX);
+	CU_ASSERT_EQUAL(metric_value_to_key(XJ_METRIC_IP, -1e300), FLT_MAX);
 	/* round trip of representable values */
 	for (size_t mi = 0; mi < 4; mi++) {
 		float v = 0.375f;
