@@ -44,6 +44,8 @@ void job_defaults(xj_job *job)
 	job->plan_of = XJ_CMD_NONE;
 	job->metric = XJ_METRIC_L2;
 	job->mem_fraction = 0.8;
+	job->device = XJ_DEVICE_AUTO;
+	job->gpu_mem_fraction = 0.8;
 	job->progress = 1;
 	job->seed = 2026;
 }
@@ -56,6 +58,7 @@ static const char *command_name(xj_command cmd)
 	case XJ_CMD_MATRIX: return "matrix";
 	case XJ_CMD_PLAN: return "plan";
 	case XJ_CMD_GEN: return "gen";
+	case XJ_CMD_DEVICES: return "devices";
 	}
 	return "(unknown)";
 }
@@ -173,6 +176,10 @@ static int check_resources(const xj_job *job, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "--mem-fraction must be in (0, 1], got %g",
 			       job->mem_fraction);
+	if (!(job->gpu_mem_fraction > 0.0 && job->gpu_mem_fraction <= 1.0))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "--gpu-mem-fraction must be in (0, 1], got %g",
+			       job->gpu_mem_fraction);
 	if (job->mem_limit_bytes < 0)
 		return xj_fail(st, XJ_EXIT_USAGE, "--mem-limit must be > 0");
 	if (job->chunk_rows < 0)
@@ -210,13 +217,17 @@ int job_check(const xj_job *job, xj_status *st)
 		if (job->command == XJ_CMD_PLAN)
 			break;
 		return check_gen(job, st);
+	case XJ_CMD_DEVICES:
+		if (job->command == XJ_CMD_PLAN)
+			break;
+		return XJ_OK;
 	case XJ_CMD_NONE:
 	case XJ_CMD_PLAN:
 		break;
 	}
 	if (job->command == XJ_CMD_NONE)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan or gen)");
+			       "no command (topk, matrix, plan, gen or devices)");
 	return xj_fail(st, XJ_EXIT_USAGE, "plan applies to topk or matrix");
 }
 
@@ -251,6 +262,32 @@ int metric_parse(const char *s, xj_metric *out)
 int metric_larger_is_better(xj_metric m)
 {
 	return m == XJ_METRIC_IP;
+}
+
+const char *device_mode_name(xj_device_mode d)
+{
+	switch (d) {
+	case XJ_DEVICE_AUTO: return "auto";
+	case XJ_DEVICE_GPU: return "gpu";
+	case XJ_DEVICE_CPU: return "cpu";
+	}
+	return "unknown";
+}
+
+int device_mode_parse(const char *s, xj_device_mode *out)
+{
+	static const xj_device_mode all[] = {
+		XJ_DEVICE_AUTO, XJ_DEVICE_GPU, XJ_DEVICE_CPU,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		if (strcmp(s, device_mode_name(all[i])) == 0) {
+			*out = all[i];
+			return 0;
+		}
+	}
+	return -1;
 }
 
 /* --- the job table --- */
@@ -348,6 +385,27 @@ static void table_gen(struct job_table *t, const xj_job *job)
 	snprintf(table_add(t, "seed"), JOB_VALUE_MAX, "%" PRIu64, job->seed);
 }
 
+/* The request only: what each rank got is in the rank lines above. */
+static void table_device(struct job_table *t, const xj_job *job)
+{
+	static const char *const why[] = {
+		[XJ_DEVICE_AUTO] = " (a GPU per rank if all have one, else "
+				   "the CPU)",
+		[XJ_DEVICE_GPU] = " (a GPU per rank, or an error)",
+		[XJ_DEVICE_CPU] = "",
+	};
+
+	snprintf(table_add(t, "device"), JOB_VALUE_MAX, "%s%s",
+		 device_mode_name(job->device), why[job->device]);
+	if (job->device == XJ_DEVICE_CPU)
+		return;
+	snprintf(table_add(t, "gpu mem fraction"), JOB_VALUE_MAX, "%.3g",
+		 job->gpu_mem_fraction);
+	snprintf(table_add(t, "gpu share"), JOB_VALUE_MAX, "%s%s",
+		 yes_no(job->gpu_share),
+		 job->gpu_share ? " (local ranks may share a GPU)" : "");
+}
+
 static void table_resources(struct job_table *t, const xj_job *job,
 			    int nranks)
 {
@@ -370,6 +428,7 @@ static void table_resources(struct job_table *t, const xj_job *job,
 				 job->chunk_rows);
 		else
 			snprintf(v, JOB_VALUE_MAX, "auto");
+		table_device(t, job);
 	}
 	v = table_add(t, "threads");
 	if (job->threads > 0)

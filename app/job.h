@@ -1,8 +1,9 @@
 /*
  * job.h: the fully resolved parameters of one xjoin run.
  *
- * defines: xj_job, xj_metric, xj_command, job_defaults, job_check,
- *          job_print, metric_name, metric_parse
+ * defines: xj_job, xj_metric, xj_command, xj_device_mode, job_defaults,
+ *          job_check, job_print, metric_name, metric_parse,
+ *          device_mode_name, device_mode_parse
  *
  * Resolution order: defaults < INI file (--config) < command line. Rank 0
  * resolves and validates; the struct is plain data (fixed-size strings, no
@@ -24,6 +25,7 @@ typedef enum xj_command {
 	XJ_CMD_MATRIX,
 	XJ_CMD_PLAN,    /* prints the plan; plan_of says for which command */
 	XJ_CMD_GEN,
+	XJ_CMD_DEVICES, /* one line per rank: the GPU it would use, or why none */
 } xj_command;
 
 typedef enum xj_metric {
@@ -32,6 +34,13 @@ typedef enum xj_metric {
 	XJ_METRIC_COSINE,        /* 1 - cos(q, b), smaller is better */
 	XJ_METRIC_IP,            /* inner product, larger is better */
 } xj_metric;
+
+/* --device: which backend the ranks may use (app/device.h decides). */
+typedef enum xj_device_mode {
+	XJ_DEVICE_AUTO = 0,      /* a GPU on every rank when all have one */
+	XJ_DEVICE_GPU,           /* a GPU or an error */
+	XJ_DEVICE_CPU,           /* never probe GPUs */
+} xj_device_mode;
 
 typedef struct xj_job {
 	xj_command command;
@@ -60,6 +69,9 @@ typedef struct xj_job {
 	int threads;                  /* OpenMP threads per rank, 0: default */
 	int progress;                 /* progress lines on stderr (rank 0) */
 	char report_json[XJ_PATH_MAX];  /* JSON twin of the final report */
+	xj_device_mode device;
+	double gpu_mem_fraction;      /* share of a GPU's free memory, (0, 1] */
+	int gpu_share;                /* allow more local ranks than GPUs */
 
 	/* gen */
 	int64_t gen_rows;
@@ -89,5 +101,9 @@ const char *metric_name(xj_metric m);
 int metric_parse(const char *s, xj_metric *out);
 /* 1 when larger values are better (ip), 0 for distances. */
 int metric_larger_is_better(xj_metric m);
+
+const char *device_mode_name(xj_device_mode d);
+/* Parse "auto", "gpu", "cpu"; returns 0 or -1. */
+int device_mode_parse(const char *s, xj_device_mode *out);
 
 #endif

@@ -1,9 +1,10 @@
 /*
  * main.c: xjoin's entry point. The whole data flow, top to bottom:
  *
- *   options (cli + INI) -> job -> inputs probed -> plan -> output created
- *   -> inputs validated -> driver (read slabs, backend, merge, write)
- *   -> attributes -> rename into place -> report
+ *   options (cli + INI) -> job -> inputs probed -> device chosen -> plan
+ *   -> backend created -> output created -> inputs validated
+ *   -> driver (read slabs, backend, merge, write) -> attributes
+ *   -> rename into place -> report
  *
  * Rank 0 resolves the job and probes the inputs; every rank learns the
  * verdict (comm_agree) before any collective step, then receives the job.
@@ -21,8 +22,8 @@
 #include "../io/h5in.h"
 #include "../io/h5out.h"
 #include "../kernels/backend.h"
-#include "../kernels/metric.h"
 #include "comm.h"
+#include "device.h"
 #include "driver.h"
 #include "gen.h"
 #include "job.h"
@@ -110,15 +111,21 @@ static int default_threads(const xj_comm *c)
 }
 
 /* One line per rank, gathered and printed in rank order. */
-static void print_ranks(const xj_comm *c, int threads)
+static void print_ranks(const xj_comm *c, int threads,
+			const xj_device_choice *dev)
 {
 	char line[512], *all = NULL;
-	int mask = cpu_affinity_count();
+	int mask = cpu_affinity_count(), len;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int gpu = dev->kind == XJ_BACKEND_CUDA;
 
-	snprintf(line, sizeof(line), "#  rank %3d  pid %7d  host %-20s "
-		 "backend cpu  threads %d  cores in mask %d of %ld", c->rank,
-		 (int)getpid(), c->host, threads, mask, online);
+	len = snprintf(line, sizeof(line), "#  rank %3d  pid %7d  host %-20s "
+		       "backend %s  threads %d  cores in mask %d of %ld",
+		       c->rank, (int)getpid(), c->host, gpu ? "cuda" : "cpu",
+		       threads, mask, online);
+	if (gpu && len > 0 && (size_t)len < sizeof(line))
+		snprintf(line + len, sizeof(line) - (size_t)len,
+			 "  gpu %d %s", dev->device, dev->info);
 	if (c->rank == 0)
 		all = malloc(sizeof(line) * (size_t)c->nranks);
 	MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, all, sizeof(line),
@@ -135,34 +142,22 @@ static void print_ranks(const xj_comm *c, int threads)
 	free(all);
 }
 
-static int64_t rank_budget(const xj_job *job, const xj_comm *c)
+/* The smaller of the host budget and, on a GPU, the device budget. */
+static int64_t rank_budget(const xj_job *job, const xj_comm *c,
+			   const xj_device_choice *dev)
 {
-	int64_t mine, min;
+	int64_t mine, min, gpu = device_budget_bytes(job, dev);
 
 	if (job->mem_limit_bytes > 0)
 		mine = job->mem_limit_bytes;
 	else
 		mine = (int64_t)(mem_available_bytes() * job->mem_fraction /
 				 c->local_size);
+	if (gpu < mine)
+		mine = gpu;
 	MPI_CHECK(MPI_Allreduce(&mine, &min, 1, MPI_INT64_T, MPI_MIN,
 				c->world));
 	return min;
-}
-
-static void backend_config(const xj_job *job, const plan *p, int threads,
-			   xj_backend_cfg *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->metric = job->metric;
-	cfg->k = job->k;
-	cfg->d = job->d;
-	cfg->has_threshold = job->has_threshold;
-	cfg->threshold_key = job->has_threshold ?
-			     metric_value_to_key(job->metric, job->threshold) : 0;
-	cfg->self = job->self;
-	cfg->threads = threads;
-	cfg->max_query_rows = p ? p->qchunk_rows : 0;
-	cfg->max_base_rows = p ? p->bchunk_rows : 0;
 }
 
 static int write_attrs(const xj_run *run, int threads, xj_status *st)
@@ -218,6 +213,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 {
 	xj_run run = { .job = job, .comm = c };
 	xj_report rep = { .t_start = report_now() };
+	xj_device_choice dev;
 	xj_backend_cfg cfg;
 	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
 			 job->command;
@@ -233,26 +229,25 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 			    c->world));
 	MPI_CHECK(MPI_Bcast(&run.binfo, sizeof(run.binfo), MPI_BYTE, 0,
 			    c->world));
+	if (device_select(job, c, &dev, st))
+		return st->code;
+	if (c->rank == 0 && dev.note[0]) {
+		fprintf(stderr, "xjoin: %s\n", dev.note);
+		fflush(stderr);
+	}
 
-	backend_config(job, NULL, threads, &cfg);
+	device_backend_config(job, NULL, threads, &cfg);
 	run.pin = (plan_in){
 		.cmd = cmd, .metric = job->metric, .n = job->n, .m = job->m,
 		.d = job->d, .k = cmd == XJ_CMD_TOPK ? job->k : 0,
-		.nranks = c->nranks, .budget_bytes = rank_budget(job, c),
+		.nranks = c->nranks, .budget_bytes = rank_budget(job, c, &dev),
 		.chunk_rows = job->chunk_rows,
 	};
-	if (cmd == XJ_CMD_TOPK) {
-		run.pin.work_fixed_bytes = backend_cpu_work_bytes(&cfg, 0,
-								  threads);
-		run.pin.work_per_qrow_bytes =
-			backend_cpu_work_bytes(&cfg, 1, threads) -
-			run.pin.work_fixed_bytes;
-	}
-	plan_make(&run.pin, &run.pl, st);
+	device_plan(&run.pin, &cfg, threads, &dev, &run.pl, st);
 	if (comm_agree(c, st))
 		return st->code;
 
-	print_ranks(c, threads);
+	print_ranks(c, threads, &dev);
 	if (c->rank == 0) {
 		job_print(job, c->nranks);
 		plan_print(stdout, &run.pin, &run.pl);
@@ -261,6 +256,8 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	if (job->command == XJ_CMD_PLAN)
 		return XJ_OK;
 
+	if (device_backend_start(&run, &dev, threads, st))
+		goto fail;
 	comm_grid(c, run.pl.pc, st);
 	plan_rank(&run.pin, &run.pl, c->rank, &run.view);
 	report_init(&rep, job->progress, cmd == XJ_CMD_TOPK ?
@@ -268,15 +265,9 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		    (run.view.brows ? run.view.nqchunks : 0) *
 		    run.view.nbchunks);
 	if (h5out_create(c->world, job->output, job->force, &run.out, st))
-		return st->code;
+		goto fail;
 	report_add(&rep, PH_SETUP, &t0);
 	if (driver_validate(&run, st))
-		goto fail;
-	backend_config(job, &run.pl, threads, &cfg);
-	t0 = report_now();
-	backend_cpu_create(&cfg, &run.be, st);
-	report_add(&rep, PH_SETUP, &t0);
-	if (comm_agree(c, st))
 		goto fail;
 	if (cmd == XJ_CMD_TOPK ? driver_topk(&run, st) :
 				 driver_matrix(&run, st))
@@ -328,6 +319,8 @@ int main(int argc, char **argv)
 	job.threads = threads;
 	if (job.command == XJ_CMD_GEN)
 		gen_run(&job, &c, &st);
+	else if (job.command == XJ_CMD_DEVICES)
+		device_list(&job, &c, &st);
 	else
 		run_join(&job, &c, threads, &st);
 	if (st.code)

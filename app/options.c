@@ -31,6 +31,7 @@
 #define M (1u << XJ_CMD_MATRIX)
 #define P (1u << XJ_CMD_PLAN)
 #define G (1u << XJ_CMD_GEN)
+#define D (1u << XJ_CMD_DEVICES)
 
 enum opt_kind {
 	K_INPUT,      /* FILE[:DATASET] spec, kept raw; clears the dataset */
@@ -42,6 +43,7 @@ enum opt_kind {
 	K_FRACTION,   /* double in (0, 1] */
 	K_THRESHOLD,  /* finite double, or "none" */
 	K_METRIC,
+	K_DEVICE,     /* auto, gpu or cpu */
 	K_FLAG,       /* int field set to 1 (command line) or a boolean */
 	K_NOT_FLAG,   /* int field set to 0: --quiet clears progress */
 	K_CONFIG,     /* command line only: the job file */
@@ -58,7 +60,7 @@ struct opt {
 	size_t offset;            /* field in xj_job */
 	size_t dset_offset;       /* K_INPUT: the dataset field it clears */
 	int64_t lo, hi;           /* integer kinds */
-	unsigned cmds;            /* commands accepting it (T, M, G) */
+	unsigned cmds;            /* commands accepting it (T, M, G, D) */
 	unsigned required;        /* commands needing it (T, M, P, G) */
 	enum opt_group group;
 	const char *metavar;      /* NULL for flags */
@@ -143,24 +145,38 @@ static const struct opt opts[] = {
 	  .help = "force chunks of ROWS rows (tests); results stay\n"
 		  "the same, only speed and memory change",
 	  .def = "auto" },
+	{ .name = "device", .kind = K_DEVICE, .offset = AT(device),
+	  .cmds = T | M | D, .group = GROUP_RESOURCES, .metavar = "DEVICE",
+	  .help = "auto: a GPU per rank when every rank has one,\n"
+		  "else the CPU; gpu: a GPU or an error; cpu",
+	  .def = "auto" },
+	{ .name = "gpu-mem-fraction", .kind = K_FRACTION,
+	  .offset = AT(gpu_mem_fraction), .cmds = T | M,
+	  .group = GROUP_RESOURCES, .metavar = "F",
+	  .help = "share of a GPU's free memory used, 0 < F <= 1",
+	  .def = "0.8" },
+	{ .name = "gpu-share", .kind = K_FLAG, .offset = AT(gpu_share),
+	  .cmds = T | M | D, .group = GROUP_RESOURCES,
+	  .help = "let more ranks of a node than it has GPUs\n"
+		  "share them (round robin)" },
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
-	  .hi = INT_MAX, .cmds = T | M | G, .group = GROUP_RESOURCES,
+	  .hi = INT_MAX, .cmds = T | M | G | D, .group = GROUP_RESOURCES,
 	  .metavar = "N", .help = "OpenMP threads per rank",
 	  .def = "OpenMP default" },
 	{ .name = "report-json", .kind = K_PATH, .offset = AT(report_json),
 	  .cmds = T | M, .group = GROUP_GENERAL, .metavar = "FILE",
 	  .help = "also write the final report as JSON to FILE" },
 	{ .name = "config", .short_name = 'c', .kind = K_CONFIG,
-	  .cmds = T | M | G, .group = GROUP_GENERAL, .metavar = "FILE",
+	  .cmds = T | M | G | D, .group = GROUP_GENERAL, .metavar = "FILE",
 	  .help = "INI job file of `option = value` lines; the rest\n"
 		  "of the command line wins, wherever -c stands" },
 	{ .name = "quiet", .kind = K_NOT_FLAG, .offset = AT(progress),
-	  .cmds = T | M | G, .group = GROUP_GENERAL,
+	  .cmds = T | M | G | D, .group = GROUP_GENERAL,
 	  .help = "no progress lines on stderr" },
 	{ .name = "help", .short_name = 'h', .kind = K_HELP,
-	  .cmds = T | M | G, .group = GROUP_GENERAL,
+	  .cmds = T | M | G | D, .group = GROUP_GENERAL,
 	  .help = "show this help and exit" },
-	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G,
+	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G | D,
 	  .group = GROUP_GENERAL, .help = "show the version and exit" },
 };
 
@@ -180,6 +196,9 @@ static const struct command {
 	  "compute nothing" },
 	{ "gen", XJ_CMD_GEN,
 	  "write random vectors (/train, /test) for tests and benchmarks" },
+	{ "devices", XJ_CMD_DEVICES,
+	  "one line per rank: the GPU it would use, or why none is\n"
+	  "usable; computes nothing" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -261,7 +280,7 @@ static unsigned job_accepts(const xj_job *job)
 		return job->plan_of == XJ_CMD_NONE ? (T | M) :
 						     1u << job->plan_of;
 	if (job->command == XJ_CMD_NONE)
-		return T | M | G;
+		return T | M | G | D;
 	return 1u << job->command;
 }
 
@@ -417,6 +436,16 @@ static int set_threshold(const char *shown, const char *s, xj_job *job,
 	return XJ_OK;
 }
 
+static int set_device(const char *shown, const char *s, xj_device_mode *out,
+		      xj_status *st)
+{
+	if (device_mode_parse(s, out) != 0)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s: unknown device '%s' (auto, gpu or cpu)",
+			       shown, s);
+	return XJ_OK;
+}
+
 static int set_fraction(const char *shown, const char *s, double *out,
 			xj_status *st)
 {
@@ -484,6 +513,8 @@ static int set_option(xj_job *job, const struct opt *o, const char *value,
 		return set_threshold(shown, value, job, st);
 	case K_METRIC:
 		return set_metric(shown, value, field, st);
+	case K_DEVICE:
+		return set_device(shown, value, field, st);
 	case K_FLAG:
 	case K_NOT_FLAG:
 		b = 1;
@@ -813,7 +844,7 @@ static int parse_argv(int argc, char **argv, xj_job *job, int *action,
 
 	if (argc < 2)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan or gen)");
+			       "no command (topk, matrix, plan, gen or devices)");
 	word = argv[1];
 	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0 ||
 	    strcmp(word, "help") == 0)
@@ -970,10 +1001,14 @@ static void help_group(FILE *out, xj_command cmd, enum opt_group group,
 		       const char *title)
 {
 	unsigned mask = help_mask(cmd);
-	int width = help_width(mask);
+	int width = help_width(mask), any = 0;
 	char left[128];
 	size_t i;
 
+	for (i = 0; i < N_OPTS; i++)
+		any |= opts[i].group == group && (opts[i].cmds & mask);
+	if (!any)
+		return;   /* devices has no job options */
 	fprintf(out, "\n%s:\n", title);
 	for (i = 0; i < N_OPTS; i++) {
 		const struct opt *o = &opts[i];
@@ -1018,7 +1053,8 @@ static void help_top(FILE *out)
 		"       xjoin --version\n"
 		"\n"
 		"Exact top-k joins and distance matrices between two sets of\n"
-		"dense vectors stored in HDF5, on one CPU or many MPI ranks.\n");
+		"dense vectors stored in HDF5, on one CPU or many MPI ranks,\n"
+		"with a GPU per rank where there are GPUs.\n");
 	help_commands(out);
 	fprintf(out,
 		"\n"

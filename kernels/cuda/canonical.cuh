@@ -192,8 +192,10 @@ XJC_HD double xjc_gate_approx(int m, float key)
 	double k = key;
 	double r;
 
-	if (key > FLT_MAX)
-		return INFINITY;
+	if (key != key || key > FLT_MAX)
+		return INFINITY;    /* no bound: keep everything */
+	if (key < -FLT_MAX)
+		return -INFINITY;   /* nothing can pass */
 	switch (m) {
 	case XJ_METRIC_L2:
 		if (k < 0)

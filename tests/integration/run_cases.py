@@ -26,6 +26,8 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
   plan            `xjoin plan` prints the grid and writes nothing
   gen             `xjoin gen` shapes and determinism
   interrupt       SIGTERM to the ranks: exit 5, nothing left behind
+  devices         `xjoin devices` lists every rank; --device gpu without
+                  a GPU exits 4; --device auto and cpu agree bit for bit
 """
 
 import argparse
@@ -994,6 +996,170 @@ def case_interrupt(ctx, ranks):
         _dump(sout, serr)
 
 
+def _gpu_here():
+    """nvidia-smi lists a GPU (a missing nvidia-smi means none)."""
+    try:
+        return subprocess.run(["nvidia-smi", "-L"],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _rank_lines(text, prefix):
+    """Lines starting with prefix + 'rank N', as (N, line)."""
+    got = []
+    for line in text.splitlines():
+        m = re.match(re.escape(prefix) + r"\s*rank\s+(\d+)\s", line)
+        if m:
+            got.append((int(m.group(1)), line))
+    return got
+
+
+def _devices_listing(ctx, nranks):
+    """`xjoin devices`: one line per rank in rank order. Returns whether
+    the ranks have GPUs (False also for a binary built without CUDA)."""
+    rc, out, err, _ = ctx.run(nranks, ["devices"], timeout=ERROR_TIMEOUT_S)
+    gpu = _gpu_here() and "built without CUDA" not in out
+    lines = _rank_lines(out, "")
+    ok = ctx.check(rc == 0, "devices: exit %s, expected 0" % rc)
+    ok &= ctx.check([r for r, _ in lines] == list(range(nranks)),
+                    "devices: rank lines %r, expected ranks 0..%d in order"
+                    % ([r for r, _ in lines], nranks - 1))
+    for r, line in lines:
+        if gpu:
+            ok &= ctx.check(re.search(r"device \d+ ", line) and
+                            "compute capability" in line,
+                            "devices: rank %d has no GPU line: %r"
+                            % (r, line))
+        else:
+            ok &= ctx.check("device cpu" in line and
+                            "no usable GPU" in line,
+                            "devices: rank %d line gives no reason: %r"
+                            % (r, line))
+    ok &= ctx.check(re.search(r"^# backend: %s on every rank$"
+                              % ("cuda" if gpu else "cpu"), out, re.M),
+                    "devices: no '# backend: ...' verdict line")
+    if not ok:
+        _dump(out, err)
+    return gpu
+
+
+def _devices_commands(ctx, nranks, gpu):
+    """devices --device gpu, devices --help, a bad --device."""
+    rc, out, err, _ = ctx.run(nranks, ["devices", "--device", "gpu"],
+                              timeout=ERROR_TIMEOUT_S)
+    if gpu:
+        ctx.check(rc == 0, "devices --device gpu: exit %s, expected 0" % rc)
+    else:
+        ctx.check(rc == 4 and "no usable GPU" in err,
+                  "devices --device gpu: exit %s, expected 4 with 'no "
+                  "usable GPU'" % rc)
+    rc, out, err, _ = ctx.run(1, ["devices", "--help"], timeout=60)
+    ctx.check(rc == 0 and out.startswith("usage: xjoin devices"),
+              "devices --help: exit %s, stdout %r" % (rc, out[:60]))
+    rc, out, err, _ = ctx.run(nranks, ["devices", "--device", "tpu"],
+                              timeout=ERROR_TIMEOUT_S)
+    ctx.check(rc == 2 and "tpu" in err,
+              "devices --device tpu: exit %s, expected 2 naming it" % rc)
+
+
+def _device_run(ctx, nranks, argv, out, ref, what):
+    """A job writing out; checks it against ref; returns its stdout and
+    stderr, or None when it failed."""
+    rc, sout, serr, _ = ctx.run(nranks, argv + ["-o", out])
+    if not ctx.check(rc == 0, "%s: exit %s, expected 0" % (what, rc)):
+        _dump(sout, serr)
+        return None
+    ctx.check(compare.compare(out, ref) == 0,
+              "%s: differs from the reference" % what)
+    return sout, serr
+
+
+def _same_results(a, b):
+    """The same datasets, shapes and bytes (topk or matrix)."""
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        if sorted(fa.keys()) != sorted(fb.keys()):
+            return False
+        for name in fa.keys():
+            x, y = fa[name][...], fb[name][...]
+            if x.shape != y.shape or x.tobytes() != y.tobytes():
+                return False
+    return True
+
+
+def _backend_lines(ctx, text, nranks, backend, what):
+    lines = _rank_lines(text, "#")
+    ctx.check(len(lines) == nranks and
+              all(("backend %s " % backend) in l for _, l in lines),
+              "%s: rank lines do not all say 'backend %s': %r"
+              % (what, backend, [l for _, l in lines]))
+
+
+def case_devices(ctx, ranks):
+    """Device selection on this machine: with no GPU (CI) --device gpu
+    fails with exit 4 naming the reason, auto falls back to the CPU with
+    one line from rank 0; with a GPU both run. auto and cpu (and gpu
+    where there is one) write the same bits."""
+    nranks = ranks[0] if len(ranks) == 1 else 2
+    gpu = _devices_listing(ctx, nranks)
+    _devices_commands(ctx, nranks, gpu)
+    write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    jobs = (("topk", ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine"],
+             ctx.ref_topk("rand.h5", "rand.h5", 10, "cosine")),
+            ("matrix", ["matrix", "-q", f, "-b", f, "-m", "l2"],
+             ctx.ref_matrix("rand.h5", "rand.h5", "l2")))
+    for name, argv, ref in jobs:
+        what = "np%d %s" % (nranks, name)
+        outs = {dev: ctx.path("%s-%s.h5" % (name, dev))
+                for dev in ("auto", "cpu", "gpu")}
+        got = {dev: _device_run(ctx, nranks, argv + ["--device", dev],
+                                outs[dev], ref, "%s --device %s"
+                                % (what, dev))
+               for dev in ("auto", "cpu")}
+        if got["cpu"]:
+            _backend_lines(ctx, got["cpu"][0], nranks, "cpu",
+                           what + " --device cpu")
+            ctx.check("GPU" not in got["cpu"][1],
+                      "%s --device cpu: stderr mentions GPUs: %r"
+                      % (what, got["cpu"][1][-300:]))
+        if got["auto"]:
+            sout, serr = got["auto"]
+            _backend_lines(ctx, sout, nranks, "cuda" if gpu else "cpu",
+                           what + " --device auto")
+            fallback = [l for l in serr.splitlines() if "no usable GPU" in l]
+            ctx.check(len(fallback) == (0 if gpu else 1) and
+                      all("using the CPU backend" in l for l in fallback),
+                      "%s --device auto: %d 'no usable GPU' lines on "
+                      "stderr, expected %d" % (what, len(fallback),
+                                               0 if gpu else 1))
+        if got["auto"] and got["cpu"]:
+            ctx.check(_same_results(outs["auto"], outs["cpu"]),
+                      "%s: --device auto and cpu outputs differ" % what)
+        if gpu:
+            if _device_run(ctx, nranks, argv + ["--device", "gpu"],
+                           outs["gpu"], ref, what + " --device gpu") \
+               and got["cpu"]:
+                ctx.check(_same_results(outs["gpu"], outs["cpu"]),
+                          "%s: --device gpu and cpu outputs differ" % what)
+            continue
+        rc, sout, serr, _ = ctx.run(nranks, argv + ["--device", "gpu", "-o",
+                                                    outs["gpu"]],
+                                    timeout=ERROR_TIMEOUT_S)
+        ok = ctx.check(rc == 4, "%s --device gpu without a GPU: exit %s, "
+                       "expected 4" % (what, rc))
+        ok &= ctx.check("no usable GPU" in serr,
+                        "%s --device gpu: stderr lacks 'no usable GPU'"
+                        % what)
+        ok &= ctx.check(not os.path.exists(outs["gpu"]) and
+                        not os.path.exists(outs["gpu"] + ".partial"),
+                        "%s --device gpu: wrote an output" % what)
+        if not ok:
+            _dump(sout, serr)
+
+
 def _children(pid):
     """Process ids whose parent is pid (Linux /proc)."""
     kids = []
@@ -1030,6 +1196,7 @@ CASES = {
     "plan": case_plan,
     "gen": case_gen,
     "interrupt": case_interrupt,
+    "devices": case_devices,
 }
 
 

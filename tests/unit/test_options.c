@@ -145,6 +145,9 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(job.chunk_rows, 0);
 	CU_ASSERT_EQUAL(job.threads, 0);
 	CU_ASSERT_EQUAL(job.progress, 1);
+	CU_ASSERT_EQUAL(job.device, XJ_DEVICE_AUTO);
+	CU_ASSERT_EQUAL(job.gpu_mem_fraction, 0.8);
+	CU_ASSERT_EQUAL(job.gpu_share, 0);
 	CU_ASSERT_EQUAL(job.gen_rows, 0);
 	CU_ASSERT_EQUAL(job.gen_dim, 0);
 	CU_ASSERT_EQUAL(job.gen_queries, 0);
@@ -340,6 +343,99 @@ static void test_precedence(void)
 	CU_ASSERT_EQUAL(P.job.k, 4);
 }
 
+/* --device, --gpu-mem-fraction, --gpu-share and the devices command */
+static void test_device_options(void)
+{
+	static const struct {
+		const char *word;
+		xj_device_mode mode;
+	} modes[] = {
+		{ "auto", XJ_DEVICE_AUTO },
+		{ "gpu", XJ_DEVICE_GPU },
+		{ "cpu", XJ_DEVICE_CPU },
+	};
+	char line[1024];
+	const char *ini;
+	size_t i;
+
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		snprintf(line, sizeof(line), TOPK_BASE " --device %s",
+			 modes[i].word);
+		expect_ok(line);
+		CU_ASSERT_EQUAL(P.job.device, modes[i].mode);
+		CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.8);
+		CU_ASSERT_EQUAL(P.job.gpu_share, 0);
+	}
+	expect_ok(TOPK_BASE " --device=gpu --gpu-mem-fraction 0.25 "
+		  "--gpu-share");
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.25);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+	CU_ASSERT_EQUAL(P.job.mem_fraction, 0.8);   /* the host's, apart */
+	expect_ok(TOPK_BASE " --gpu-mem-fraction=1");
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 1.0);
+	expect_ok("matrix -q q.h5 -b b.h5 -o m.h5 --device cpu "
+		  "--gpu-mem-fraction 0.5");
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_CPU);
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.5);
+	expect_ok("plan topk -q q.h5 -b b.h5 -k 3 --device gpu --gpu-share");
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+
+	ini = write_file("device.ini", "device = cpu\n"
+			 "gpu-mem-fraction = 0.5\ngpu-share = yes\n");
+	snprintf(line, sizeof(line), TOPK_BASE " -c %s", ini);
+	expect_ok(line);
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_CPU);
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.5);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+	snprintf(line, sizeof(line), TOPK_BASE " --device gpu -c %s "
+		 "--gpu-mem-fraction 0.125", ini);
+	expect_ok(line);
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.125);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+
+	ini = write_file("baddevice.ini", "k = 3\ndevice = tpu\n");
+	snprintf(line, sizeof(line), TOPK_BASE " -c %s", ini);
+	expect_usage(line, "baddevice.ini:2: device");
+	CU_ASSERT_TRUE(contains(P.st.msg, "tpu"));
+
+	expect_ok("devices");
+	CU_ASSERT_EQUAL(P.job.command, XJ_CMD_DEVICES);
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_AUTO);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 0);
+	CU_ASSERT_EQUAL(P.job.progress, 1);
+	expect_ok("devices --device gpu --gpu-share --threads 2 --quiet");
+	CU_ASSERT_EQUAL(P.job.command, XJ_CMD_DEVICES);
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+	CU_ASSERT_EQUAL(P.job.threads, 2);
+	CU_ASSERT_EQUAL(P.job.progress, 0);
+	CU_ASSERT_STRING_EQUAL(P.job.output, "");
+}
+
+static void test_device_names(void)
+{
+	xj_device_mode d;
+
+	CU_ASSERT_STRING_EQUAL(device_mode_name(XJ_DEVICE_AUTO), "auto");
+	CU_ASSERT_STRING_EQUAL(device_mode_name(XJ_DEVICE_GPU), "gpu");
+	CU_ASSERT_STRING_EQUAL(device_mode_name(XJ_DEVICE_CPU), "cpu");
+	d = (xj_device_mode)99;
+	CU_ASSERT_EQUAL(device_mode_parse("cpu", &d), 0);
+	CU_ASSERT_EQUAL(d, XJ_DEVICE_CPU);
+	CU_ASSERT_EQUAL(device_mode_parse("gpu", &d), 0);
+	CU_ASSERT_EQUAL(d, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(device_mode_parse("auto", &d), 0);
+	CU_ASSERT_EQUAL(d, XJ_DEVICE_AUTO);
+	d = (xj_device_mode)99;
+	CU_ASSERT_EQUAL(device_mode_parse("cuda", &d), -1);
+	CU_ASSERT_EQUAL(device_mode_parse("", &d), -1);
+	CU_ASSERT_EQUAL(device_mode_parse("Auto", &d), -1);
+	CU_ASSERT_EQUAL((int)d, 99);
+}
+
 /* --- errors --- */
 
 #define TOPK "topk -q q.h5 -b b.h5 -o o.h5 -k 3"
@@ -387,6 +483,19 @@ static void test_cli_errors(void)
 		{ TOPK " --mem-limit 1.5G", "--mem-limit" },
 		{ TOPK " --mem-limit 99999999999T", "--mem-limit" },
 		{ TOPK " --chunk-rows 0", "--chunk-rows" },
+		{ TOPK " --device tpu", "unknown device 'tpu'" },
+		{ TOPK " --device tpu", "--device" },
+		{ TOPK " --device GPU", "GPU" },
+		{ TOPK " --device", "--device needs a value" },
+		{ TOPK " --device=", "--device" },
+		{ TOPK " --gpu-share=1", "--gpu-share" },
+		{ TOPK " --gpu-mem-fraction 0", "--gpu-mem-fraction" },
+		{ TOPK " --gpu-mem-fraction 0", "(0, 1]" },
+		{ TOPK " --gpu-mem-fraction 1.5", "--gpu-mem-fraction" },
+		{ TOPK " --gpu-mem-fraction -0.1", "--gpu-mem-fraction" },
+		{ TOPK " --gpu-mem-fraction nan", "--gpu-mem-fraction" },
+		{ TOPK " --gpu-mem-fraction half", "half" },
+		{ TOPK " --gpu", "ambiguous option '--gpu'" },
 		{ TOPK " --threads 0", "--threads" },
 		{ TOPK " --threads 99999999999", "--threads" },
 		{ TOPK " --rows 5", "--rows does not apply to topk" },
@@ -404,6 +513,18 @@ static void test_cli_errors(void)
 		{ GEN " --mem-limit 1G", "--mem-limit" },
 		{ GEN " --report-json r.json", "--report-json" },
 		{ GEN " --chunk-rows 8", "--chunk-rows" },
+		{ GEN " --device cpu", "--device does not apply to gen" },
+		{ GEN " --gpu-share", "--gpu-share" },
+		{ GEN " --gpu-mem-fraction 0.5", "--gpu-mem-fraction" },
+		{ "devices --gpu-mem-fraction 0.5",
+		  "--gpu-mem-fraction does not apply to devices" },
+		{ "devices -q a.h5", "-q does not apply to devices" },
+		{ "devices -k 3", "-k" },
+		{ "devices -o o.h5", "-o" },
+		{ "devices --mem-limit 1G", "--mem-limit" },
+		{ "devices --device tpu", "tpu" },
+		{ "devices extra", "extra" },
+		{ "plan devices -q a -b b", "devices" },
 		{ GEN " --rows 0", "--rows" },
 		{ GEN " --dim -1", "--dim" },
 		{ GEN " --queries -1", "--queries" },
@@ -712,7 +833,20 @@ static void test_job_check(void)
 	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
 	CU_ASSERT_TRUE(contains(st.msg, "mem-fraction"));
 	job.mem_fraction = 1.0;
+	job.gpu_mem_fraction = 0.0;
 	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
+	CU_ASSERT_TRUE(contains(st.msg, "gpu-mem-fraction"));
+	job.gpu_mem_fraction = 1.5;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
+	CU_ASSERT_TRUE(contains(st.msg, "gpu-mem-fraction"));
+	job.gpu_mem_fraction = 1.0;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_OK);
+	job.command = XJ_CMD_DEVICES;   /* needs no inputs */
+	job.query_file[0] = '\0';
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_OK);
 	job.command = XJ_CMD_PLAN;
 	job.plan_of = XJ_CMD_GEN;
 	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
@@ -758,6 +892,8 @@ static void test_help_actions(void)
 	expect_help("help plan", "usage: xjoin plan ");
 	expect_help("plan topk --help", "usage: xjoin plan ");
 	expect_help("gen --help", "usage: xjoin gen ");
+	expect_help("devices --help", "usage: xjoin devices [options]\n");
+	expect_help("help devices", "usage: xjoin devices [options]\n");
 	/* help wins over values that are never applied */
 	expect_help("topk -k 12x --help", "usage: xjoin topk ");
 }
@@ -827,7 +963,8 @@ static void test_help_options(void)
 		"threshold THRESHOLD", "self", "output OUT.h5", "force",
 		"mem-limit SIZE", "mem-fraction F", "chunk-rows ROWS",
 		"threads N", "report-json FILE", "config FILE", "quiet", "help",
-		"version", NULL,
+		"version", "device DEVICE", "gpu-mem-fraction F", "gpu-share",
+		NULL,
 	};
 	static const char *const not_topk[] = {
 		"rows", "dim", "queries", "seed", "clusters", NULL,
@@ -836,7 +973,7 @@ static void test_help_options(void)
 		"query QUERIES", "base BASE", "metric METRIC", "output OUT.h5",
 		"force", "mem-limit SIZE", "mem-fraction F", "chunk-rows ROWS",
 		"threads N", "report-json FILE", "config FILE", "quiet", "help",
-		NULL,
+		"device DEVICE", "gpu-mem-fraction F", "gpu-share", NULL,
 	};
 	static const char *const not_matrix[] = {
 		"k K", "threshold", "self", "rows", "dim", "seed", NULL,
@@ -848,7 +985,16 @@ static void test_help_options(void)
 	};
 	static const char *const not_gen[] = {
 		"query", "base", "k K", "metric", "threshold", "self",
-		"mem-limit", "mem-fraction", "chunk-rows", "report-json", NULL,
+		"mem-limit", "mem-fraction", "chunk-rows", "report-json",
+		"device", "gpu-mem-fraction", "gpu-share", NULL,
+	};
+	static const char *const devices[] = {
+		"device DEVICE", "gpu-share", "threads N", "quiet", "help",
+		"version", NULL,
+	};
+	static const char *const not_devices[] = {
+		"query", "base", "k K", "metric", "output", "mem-limit",
+		"mem-fraction", "gpu-mem-fraction", "chunk-rows", "rows", NULL,
 	};
 	static const char *const none[] = { NULL };
 
@@ -857,6 +1003,7 @@ static void test_help_options(void)
 	expect_options(XJ_CMD_PLAN, topk, not_topk);
 	expect_options(XJ_CMD_GEN, gen, not_gen);
 	expect_options(XJ_CMD_PLAN, matrix, none);
+	expect_options(XJ_CMD_DEVICES, devices, not_devices);
 
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_TOPK),
 				"usage: xjoin topk -q QUERIES -b BASE -k K "
@@ -873,6 +1020,12 @@ static void test_help_options(void)
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_TOPK), "[default: l2]"));
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_TOPK), "[default: 0.8]"));
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_GEN), "[default: 2026]"));
+	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_TOPK), "[default: auto]"));
+	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_DEVICES),
+				"usage: xjoin devices [options]"));
+	/* no empty group title where a command has none of its options */
+	CU_ASSERT_FALSE(contains(help_text(XJ_CMD_DEVICES), "\njob:"));
+	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_DEVICES), "\nresources:"));
 }
 
 /* Help fits an 80-column terminal. */
@@ -880,7 +1033,7 @@ static void test_help_width(void)
 {
 	static const xj_command all[] = {
 		XJ_CMD_NONE, XJ_CMD_TOPK, XJ_CMD_MATRIX, XJ_CMD_PLAN,
-		XJ_CMD_GEN,
+		XJ_CMD_GEN, XJ_CMD_DEVICES,
 	};
 	char *line, *save = NULL;
 	size_t i;
@@ -899,6 +1052,7 @@ static void test_help_top(void)
 {
 	static const char *const cmds[] = {
 		"\n  topk ", "\n  matrix ", "\n  plan ", "\n  gen ",
+		"\n  devices ",
 	};
 	const char *text = help_text(XJ_CMD_NONE);
 	char line[64];
@@ -993,6 +1147,24 @@ static void test_job_print(void)
 	CU_ASSERT_TRUE(contains(text, "/dev/null"));
 	CU_ASSERT_TRUE(contains(text, "| report json "));
 	CU_ASSERT_TRUE(contains(text, "| r.json "));
+	CU_ASSERT_TRUE(contains(text, "| device "));
+	CU_ASSERT_TRUE(contains(text, "| auto ("));
+	CU_ASSERT_TRUE(contains(text, "| gpu mem fraction "));
+	CU_ASSERT_TRUE(contains(text, "| gpu share "));
+	expect_aligned(text);
+
+	expect_ok(TOPK_BASE " --device gpu --gpu-mem-fraction 0.5 --gpu-share");
+	text = print_job(&P.job, 2);
+	CU_ASSERT_TRUE(contains(text, "| gpu ("));
+	CU_ASSERT_TRUE(contains(text, "| 0.5 "));
+	CU_ASSERT_TRUE(contains(text, "| yes (local ranks may share a GPU)"));
+	expect_aligned(text);
+
+	expect_ok(TOPK_BASE " --device cpu");
+	text = print_job(&P.job, 2);
+	CU_ASSERT_TRUE(contains(text, "| cpu "));
+	CU_ASSERT_FALSE(contains(text, "| gpu mem fraction "));
+	CU_ASSERT_FALSE(contains(text, "| gpu share "));
 	expect_aligned(text);
 
 	expect_ok("plan -q q.h5 -b b.h5 --chunk-rows 32");
@@ -1009,6 +1181,7 @@ static void test_job_print(void)
 	CU_ASSERT_TRUE(contains(text, "| 77 "));
 	CU_ASSERT_FALSE(contains(text, "| metric "));
 	CU_ASSERT_FALSE(contains(text, "| chunk rows "));
+	CU_ASSERT_FALSE(contains(text, "| device "));
 	expect_aligned(text);
 }
 
@@ -1073,6 +1246,9 @@ int main(void)
 		{ "plan targets", test_plan },
 		{ "repeated calls reset getopt", test_repeat_calls },
 		{ "options_set", test_options_set },
+		{ "device options and the devices command",
+		  test_device_options },
+		{ "device mode names", test_device_names },
 		{ "sizes", test_sizes },
 		{ "job_check", test_job_check },
 		{ "--version", test_version },
