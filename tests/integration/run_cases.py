@@ -968,11 +968,18 @@ def case_interrupt(ctx, ranks):
             "-o", out]
     print("[np%d] xjoin %s" % (nranks, " ".join(map(str, argv))), flush=True)
     p = ctx.start(nranks, argv)
+    # start-up time varies with machine load: wait for the ranks to exist,
+    # then give them a moment to be inside the chunk loop
+    kids, waited = [], 0.0
+    while p.poll() is None and len(kids) < nranks and waited < 30:
+        time.sleep(0.25)
+        waited += 0.25
+        kids = _children(p.pid)
     time.sleep(1.5)
     kids = _children(p.pid)
     if not ctx.check(p.poll() is None and len(kids) == nranks,
-                     "the job ended or has %d rank processes after 1.5 s; "
-                     "make it longer" % len(kids)):
+                     "the job ended or has %d rank processes after %.1f s; "
+                     "make it longer" % (len(kids), waited + 1.5)):
         _kill_group(p)
         p.communicate()
         return
