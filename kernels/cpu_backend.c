@@ -20,23 +20,57 @@
  * canonical key could still enter the top-k is ever dropped, however the
  * GEMM rounds.
  *
- * Kept pairs are pushed on the query's pending list. After a sub-tile
- * (rows still in cache) once a query has k/8 of them, when a list is
- * full, and at the end of the chunk, they are rescored with the arithmetic
- * of metric_key() (double, index order; one SIMD lane per pair, MW pairs
- * of any of the tile's queries per batch) and merged into the query's
- * exact list by (key, index); the gate then tightens. A query with no
- * gate yet is seeded with the best approx pair of each of k column
- * groups, so the first sub-tile does not push everything. The lists are
- * the exact canonical top-k: identical for any chunking of Q and B, any
- * thread count, any tile size.
+ * Kept pairs are pushed on the query's pending list with two bounds
+ * derived from their tile value g and the sub-tile's err_i, and are not
+ * rescored yet ("Deferred rescoring" below): the gate tightens from the
+ * bounds alone, pending pairs the tighter gate rules out are dropped, and
+ * only the survivors are rescored, at the end of the chunk (or when
+ * pruning a full list frees less than a quarter of it), with the
+ * arithmetic of metric_key() (double, index order; one SIMD lane per
+ * pair, MW pairs of any of the tile's queries per batch) and merged into
+ * the query's exact list by (key, index). A query with no gate yet is
+ * seeded with the best approx pair of each of k column groups, pushed and
+ * pruned at once, so the first sub-tile does not push everything. The
+ * lists are the exact canonical top-k: identical for any chunking of Q
+ * and B, any thread count, any tile size.
+ *
+ * Deferred rescoring. Write s for a pair's canonical double score before
+ * its final rounding (l2: before the sqrt) and a = g + c_i for its
+ * approx value; metric_err_bound() gives |a - s| <= err_i (metric.c: its
+ * factor 2 absorbs the double error of the canonical path; this is what
+ * the scan test above already relies on). Per pending pair we store
+ *   up = float_up(s+)     l2: float_up(sqrt(s+))
+ *   lo = float_down(g - err_i - slack)
+ * with s+ = g + c_i + err_i + slack, the slack 2^-40 (|g| + c_i + err_i)
+ * covering the roundings of these few double operations. The key is s
+ * rounded to nearest (l2: after a correctly rounded sqrt), and rounding
+ * and sqrt are monotone, so key <= up. Then:
+ *  1. Let K be the k-th smallest of the query's exact keys and its
+ *     pending pairs' up (all distinct pairs; kth_smallest() finds it).
+ *     At least k pairs seen so far have key <= K, so a pair with key > K
+ *     is beaten by k pairs in the (key, index) order and can never be in
+ *     the top-k; metric_gate_approx(K) is then a valid gate exactly as
+ *     the k-th exact key's is. That stays true for the rest of the query
+ *     chunk, whatever becomes of those k pairs, so gate_i (the smallest
+ *     of the threshold's gate and every such gate) only decreases;
+ *     kbound keeps the K behind it.
+ *  2. A pending pair with lo > float_up(gate_i - c_i + slack) has
+ *     g + c_i - err_i > gate_i, hence s > gate_i and key > K (or above
+ *     the threshold): the scan's own test, with the error bound moved to
+ *     the other side. It is dropped. Every pair that can still be in
+ *     the top-k is rescored before its chunk ends.
+ * Pruning costs O(k + pending) compares and no base row reads; a prune
+ * runs when k/2 + 1 pairs arrived since the last one (after a sub-tile)
+ * or when the list is full.
  *
  * Costs per base element: 2d GEMM FLOPs, one float compare in the scan.
- * Per kept pair: 3d double FLOPs and a base row read (4d bytes, often
- * from L3); about k (1 + ln(m / k)) kept pairs per query. For k = 10 the
- * rescoring is a few percent of the time; for k = 100 it costs about as
- * much as the GEMM. The G tile (TQ_MAX x TB x 4 = 1 MiB) stays in L2
- * between sgemm and scan; base rows are read once per query tile
+ * Per kept pair: a few double operations for its bounds, O(1) amortised
+ * in the prunes; about k (1 + ln(m / k)) kept pairs per query and chunk.
+ * Per survivor (about k + the pairs within 2 err_i of the k-th key per
+ * query and chunk): 3d double FLOPs and a base row read (4d bytes,
+ * usually from DRAM). At k = 100, m = 1e5 that is ~100 rescored pairs
+ * per query instead of ~900. The G tile (TQ_MAX x TB x 4 = 1 MiB) stays
+ * in L2 between sgemm and scan; base rows are read once per query tile
  * (4 m d n / TQ_MAX bytes per chunk pair).
  *
  * Matrix. Canonical values for every pair, computed as metric_key() does:
@@ -76,6 +110,7 @@
 #define MQ 4            /* matrix: query rows per pass */
 #define MQT 64          /* matrix: query rows per work item */
 #define PEND_MIN 64     /* pending slots beyond k, at least */
+#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
 /* Below this many row elements (or 4x as many pair-dimension products)
  * a thread team costs more than it saves. */
 #define PAR_MIN_ELEMS (1 << 16)
@@ -104,9 +139,21 @@ typedef struct cand {
 	int64_t idx;
 } cand;
 
+/*
+ * A pending pair of a query: chunk row j, bounds of its tile value and
+ * of its key (file comment, "Deferred rescoring"); once rescored, up
+ * holds the canonical key.
+ */
+typedef struct pend_ent {
+	float up;          /* key upper bound, then the canonical key */
+	float lo;          /* lower bound of G - err, G the tile value */
+	int64_t j;
+} pend_ent;
+
 typedef struct cpu_thread {
 	float *g;          /* TQ_MAX x TB GEMM tile */
 	cand *cands;       /* cap rescored candidates */
+	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
 	double flops;
@@ -131,9 +178,10 @@ typedef struct cpu_backend {
 	float *ekey;       /* exact lists, qrows x k */
 	int64_t *eidx;
 	int64_t *ecount;
-	int64_t *pend;     /* pending chunk rows, qrows x cap */
-	float *pkey;       /* their canonical keys once rescored */
+	pend_ent *pend;    /* pending pairs, qrows x cap */
 	int64_t *npend;
+	int64_t *nkept;    /* pending pairs that survived the last prune */
+	float *kbound;     /* key bound behind the gate (file comment) */
 
 	/* base chunk (topk_add) or matrix operands */
 	int64_t balloc;
@@ -392,8 +440,9 @@ static void free_query(cpu_backend *c)
 	free(c->eidx);
 	free(c->ecount);
 	free(c->pend);
-	free(c->pkey);
 	free(c->npend);
+	free(c->nkept);
+	free(c->kbound);
 	c->qq = NULL;
 	c->qnorm = NULL;
 	c->qhat = NULL;
@@ -402,8 +451,9 @@ static void free_query(cpu_backend *c)
 	c->eidx = NULL;
 	c->ecount = NULL;
 	c->pend = NULL;
-	c->pkey = NULL;
 	c->npend = NULL;
+	c->nkept = NULL;
+	c->kbound = NULL;
 	c->qalloc = 0;
 }
 
@@ -414,7 +464,7 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 
 	if (rows <= c->qalloc)
 		return XJ_OK;
-	if (!size_ok(rows, 8 * (c->cap + k + d + 8)))
+	if (!size_ok(rows, 8 * (2 * c->cap + k + d + 8)))
 		return xj_fail(st, XJ_EXIT_RESOURCE,
 			       "cpu backend: %lld query rows: selection state too large",
 			       (long long)rows);
@@ -427,12 +477,13 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	c->ekey = malloc((size_t)(rows * k) * sizeof(float));
 	c->eidx = malloc((size_t)(rows * k) * sizeof(int64_t));
 	c->ecount = malloc((size_t)rows * sizeof(int64_t));
-	c->pend = malloc((size_t)(rows * c->cap) * sizeof(int64_t));
-	c->pkey = malloc((size_t)(rows * c->cap) * sizeof(float));
+	c->pend = malloc((size_t)(rows * c->cap) * sizeof(pend_ent));
 	c->npend = malloc((size_t)rows * sizeof(int64_t));
+	c->nkept = malloc((size_t)rows * sizeof(int64_t));
+	c->kbound = malloc((size_t)rows * sizeof(float));
 	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
-	    !c->ekey || !c->eidx || !c->ecount || !c->pend || !c->pkey ||
-	    !c->npend) {
+	    !c->ekey || !c->eidx || !c->ecount || !c->pend ||
+	    !c->npend || !c->nkept || !c->kbound) {
 		free_query(c);
 		return oom(st, "the query selection state",
 			   backend_cpu_work_bytes(&c->cfg, rows, c->threads));
@@ -528,13 +579,13 @@ static int64_t merge_sorted(float *key, int64_t *idx, int64_t ne,
 
 /*
  * A batch of up to MW pending pairs, possibly of different queries,
- * rescored together; each key lands in its pending slot's pkey.
+ * rescored together; each key lands in its pending slot's up.
  */
 typedef struct pair_batch {
 	int64_t n;
 	int64_t qo[MW], bo[MW];   /* element offsets of the rows */
 	int64_t qi[MW], bj[MW];   /* query row, chunk row */
-	int64_t slot[MW];         /* index into pend / pkey */
+	int64_t slot[MW];         /* index into pend */
 } pair_batch;
 
 static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
@@ -560,7 +611,7 @@ static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
 	else
 		pairs_dot(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
 	for (int64_t w = 0; w < n; w++)
-		c->pkey[pb->slot[w]] = lanes_key(m, acc[w], c->qq[pb->qi[w]],
+		c->pend[pb->slot[w]].up = lanes_key(m, acc[w], c->qq[pb->qi[w]],
 						 c->bb[pb->bj[w]]);
 	pb->n = 0;
 }
@@ -572,7 +623,7 @@ static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
 	int64_t d = c->cfg.d;
 
 	for (int64_t p = 0; p < c->npend[i]; p++) {
-		int64_t slot = i * c->cap + p, j = c->pend[slot];
+		int64_t slot = i * c->cap + p, j = c->pend[slot].j;
 
 		pb->qo[pb->n] = i * d;
 		pb->bo[pb->n] = j * d;
@@ -594,16 +645,15 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 {
 	const xj_backend_cfg *cfg = &c->cfg;
 	int64_t k = cfg->k;
-	const int64_t *pend = c->pend + i * c->cap;
-	const float *pkey = c->pkey + i * c->cap;
+	const pend_ent *pend = c->pend + i * c->cap;
 	float *ekey = c->ekey + i * k;
 	int64_t *eidx = c->eidx + i * k;
 	int64_t ne = c->ecount[i];
 	int64_t n = 0;
 
 	for (int64_t p = 0; p < c->npend[i]; p++) {
-		int64_t gj = b->first_row + pend[p];
-		float key = pkey[p];
+		int64_t gj = b->first_row + pend[p].j;
+		float key = pend[p].up;
 
 		if (cfg->has_threshold && !(key <= cfg->threshold_key))
 			continue;
@@ -614,15 +664,19 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 		n++;
 	}
 	c->npend[i] = 0;
+	c->nkept[i] = 0;
 	if (n == 0)
 		return;
 	qsort(t->cands, (size_t)n, sizeof(cand), cand_cmp);
 	n = merge_sorted(ekey, eidx, ne, t->cands, n, k);
 	c->ecount[i] = n;
-	if (n == k) {
+	if (n == k && ekey[k - 1] < c->kbound[i]) {
 		double g = metric_gate_approx(cfg->metric, ekey[k - 1]);
 
-		c->gate[i] = g < c->gate0 ? g : c->gate0;
+		/* every gate ever derived stays valid: keep the tightest */
+		c->kbound[i] = ekey[k - 1];
+		if (g < c->gate[i])
+			c->gate[i] = g;
 	}
 }
 
@@ -658,6 +712,164 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 			query_merge(c, t, i, b);
 }
 
+/* ---- deferred rescoring -------------------------------------------- */
+
+static int float_cmp(const void *pa, const void *pb)
+{
+	float a = *(const float *)pa, b = *(const float *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* Smallest float >= x (x finite or +inf). */
+static float float_up(double x)
+{
+	float f = (float)x;
+
+	if ((double)f < x)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+
+/* Largest float <= x (x finite or -inf). */
+static float float_down(double x)
+{
+	float f = (float)x;
+
+	if ((double)f > x)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+/* c_i of the file comment: the part of the approx value sgemm leaves out. */
+static double row_offset(const cpu_backend *c, int64_t i)
+{
+	xj_metric m = c->cfg.metric;
+
+	return m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ? c->qq[i] : 0;
+}
+
+/* Error bound of the tile values of query i against a sub-tile whose
+ * largest float base norm is bmax. */
+static double row_err(const cpu_backend *c, int64_t i, double bmax)
+{
+	if (c->cfg.metric == XJ_METRIC_COSINE)
+		return metric_err_bound(c->cfg.metric, c->cfg.d, 1, 1);
+	return metric_err_bound(c->cfg.metric, c->cfg.d, c->qnorm[i], bmax);
+}
+
+/* x plus a relative 2^-40 of mag: covers the rounding of the few double
+ * operations that computed x from terms of total magnitude mag. */
+static double slack_up(double x, double mag)
+{
+	return x + mag * 0x1p-40;
+}
+
+/*
+ * Bounds of a pair with tile value g, for query offset off and error
+ * bound err (file comment): the canonical double score is <= g + off +
+ * err; the key is that score rounded to nearest (l2: after a correctly
+ * rounded sqrt), both monotone, so key <= up.
+ */
+static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
+			    double err)
+{
+	double u = slack_up((double)g + off + err, fabs((double)g) + off + err);
+	pend_ent e;
+
+	if (m == XJ_METRIC_L2)
+		u = sqrt(u > 0 ? u : 0);
+	e.up = float_up(u);
+	e.lo = float_down(-slack_up(err - (double)g, err + fabs((double)g)));
+	e.j = j;
+	return e;
+}
+
+/*
+ * A value K with at least k of the n values v (distinct pairs' key
+ * bounds, finite or +inf) <= K, as small as the values allow: the k-th
+ * smallest, found without sorting them all. The values below hi (an
+ * upper bound on the answer) are counted into NBINS bins by a monotone
+ * map; the bin where the count reaches k is sorted alone. Returns hi
+ * when fewer than k values lie below it.
+ */
+#define NBINS 64
+static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
+			  float *scratch)
+{
+	int64_t cnt[NBINS] = { 0 }, below = 0, nb = 0, bin;
+	float lo = hi, kth = -INFINITY;
+	double scale;
+
+	for (int64_t p = 0; p < n; p++)
+		if (v[p] < hi) {
+			below++;
+			lo = v[p] < lo ? v[p] : lo;
+		}
+	if (below < k)
+		return hi;
+	/* (hi - lo) is finite, or hi = +inf: everything in bin 0 */
+	scale = hi == INFINITY ? 0 : NBINS / ((double)hi - lo);
+	if (!(scale < INFINITY))
+		scale = 0;    /* hi - lo subnormal */
+	for (int64_t p = 0; p < n; p++)
+		if (v[p] < hi) {
+			bin = (int64_t)(((double)v[p] - lo) * scale);
+			cnt[bin < NBINS ? bin : NBINS - 1]++;
+		}
+	for (bin = 0; k > cnt[bin]; bin++)
+		k -= cnt[bin];
+	/* k-th smallest of bin `bin`, and the largest of the bins below */
+	for (int64_t p = 0; p < n; p++) {
+		int64_t b;
+
+		if (!(v[p] < hi))
+			continue;
+		b = (int64_t)(((double)v[p] - lo) * scale);
+		b = b < NBINS ? b : NBINS - 1;
+		if (b == bin)
+			scratch[nb++] = v[p];
+		else if (b < bin && v[p] > kth)
+			kth = v[p];
+	}
+	qsort(scratch, (size_t)nb, sizeof(float), float_cmp);
+	return scratch[k - 1] > kth ? scratch[k - 1] : kth;
+}
+
+/*
+ * Tighten the gate of query i from its pending pairs without rescoring
+ * them, then drop the pending pairs the tighter gate rules out (file
+ * comment, "Deferred rescoring").
+ */
+static void query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
+{
+	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
+	pend_ent *pend = c->pend + i * c->cap;
+	float *v = t->vals, kth;
+	double gate, off = row_offset(c, i);
+	float thr;
+
+	if (ne + np >= k) {
+		memcpy(v, c->ekey + i * k, (size_t)ne * sizeof(float));
+		for (int64_t p = 0; p < np; p++)
+			v[ne + p] = pend[p].up;
+		kth = kth_smallest(v, ne + np, k, c->kbound[i], v + ne + np);
+		if (kth < c->kbound[i]) {
+			c->kbound[i] = kth;
+			gate = metric_gate_approx(c->cfg.metric, kth);
+			if (gate < c->gate[i])
+				c->gate[i] = gate;
+		}
+	}
+	gate = c->gate[i];
+	thr = float_up(slack_up(gate - off, fabs(gate) + off));
+	for (int64_t p = 0; p < np; p++)
+		if (pend[p].lo <= thr)
+			pend[keep++] = pend[p];
+	c->npend[i] = keep;
+	c->nkept[i] = keep;
+}
+
 /* ---- the scan ------------------------------------------------------ */
 
 /*
@@ -681,62 +893,63 @@ static int64_t scan_block(const float *g, float t, int64_t from, int64_t n)
 	return j;
 }
 
-/* Smallest float >= x (x finite or +inf). */
-static float float_up(double x)
+/* Bit w set when g[w] <= t, for a block of SCAN_W elements. */
+XJ_CLONES
+static uint32_t scan_hits(const float *g, float t)
 {
-	float f = (float)x;
+	uint32_t hits = 0;
 
-	if ((double)f < x)
-		f = nextafterf(f, INFINITY);
-	return f;
+	for (int w = 0; w < SCAN_W; w++)
+		hits |= (uint32_t)(g[w] <= t) << w;
+	return hits;
 }
 
 /* Scan threshold T_i of query i against a sub-tile whose largest base
  * norm is bmax (see the file comment). */
-static float row_threshold(const cpu_backend *c, int64_t i, double bmax)
+static float row_threshold(const cpu_backend *c, int64_t i, double err)
 {
-	xj_metric m = c->cfg.metric;
-	int64_t d = c->cfg.d;
 	double gate = c->gate[i];
 
 	if (gate == INFINITY)
 		return INFINITY;
-	switch (m) {
-	case XJ_METRIC_L2:
-	case XJ_METRIC_SQEUCLIDEAN:
-		return float_up(gate - c->qq[i] +
-				metric_err_bound(m, d, c->qnorm[i], bmax));
-	case XJ_METRIC_COSINE:
-		return float_up(gate + metric_err_bound(m, d, 1, 1));
-	case XJ_METRIC_IP:
-		return float_up(gate +
-				metric_err_bound(m, d, c->qnorm[i], bmax));
-	}
-	return INFINITY;
-}
-
-/* Push chunk row j as a candidate of query i; flush when full. */
-static void query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
-		       const xj_rows *b)
-{
-	if (c->cfg.self && b->first_row + j == c->qfirst + i)
-		return;
-	c->pend[i * c->cap + c->npend[i]++] = j;
-	if (c->npend[i] == c->cap)
-		query_flush(c, t, i, b);
+	return float_up(gate - row_offset(c, i) + err);
 }
 
 /*
- * A query without any gate yet (no threshold, fewer than k exact keys)
- * would push every element until its first flush. Seed it instead: the
- * smallest approx value of each of k column groups is rescored, which
- * gives k exact keys and a gate near the final one. Any seeds keep the
- * selection exact; good ones only make it cheaper. Seeded columns are
- * set to NaN in g so that the scan does not push them again.
+ * Push chunk row j, tile value g, as a candidate of query i (off, err:
+ * its offset and error bound). A full list is pruned, and rescored only
+ * when pruning freed less than a quarter of it. Returns 1 when the gate
+ * may have moved.
+ */
+static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
+		      float g, double off, double err, const xj_rows *b)
+{
+	if (c->cfg.self && b->first_row + j == c->qfirst + i)
+		return 0;
+	c->pend[i * c->cap + c->npend[i]++] =
+		pend_bounds(c->cfg.metric, j, g, off, err);
+	if (c->npend[i] < c->cap)
+		return 0;
+	query_prune(c, t, i);
+	if (c->npend[i] > c->cap - c->cap / 4)
+		query_flush(c, t, i, b);
+	return 1;
+}
+
+/*
+ * A query without any gate yet (no threshold, fewer than k key bounds)
+ * would push every element until its first prune. Seed it instead: the
+ * smallest approx value of each of k column groups is pushed and pruned
+ * at once, which gives k key bounds and a gate near the final one
+ * without rescoring anything. Any seeds keep the selection exact; good
+ * ones only make it cheaper. Seeded columns are set to NaN in g so that
+ * the scan does not push them again.
  */
 static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		     int64_t j0, int64_t nb, const xj_rows *b)
+		     int64_t j0, int64_t nb, double err, const xj_rows *b)
 {
+	double off = row_offset(c, i);
+
 	int64_t ng = c->cfg.k < nb ? c->cfg.k : nb;
 
 	for (int64_t gi = 0; gi < ng; gi++) {
@@ -749,37 +962,44 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 				best = j;
 			}
 		}
+		query_push(c, t, i, j0 + best, g[best], off, err, b);
 		g[best] = NAN;
-		query_push(c, t, i, j0 + best, b);
 	}
-	if (c->npend[i])
-		query_flush(c, t, i, b);
+	query_prune(c, t, i);
 }
 
 /* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk). */
 static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
 		     float *g, int64_t j0, int64_t nb, const xj_rows *b)
 {
-	double bmax = c->submax[j0 / TB];
+	double err = row_err(c, i, c->submax[j0 / TB]), off = row_offset(c, i);
 	float thr;
 	int64_t j = 0;
 
 	if (c->gate[i] == INFINITY)
-		seed_row(c, t, i, g, j0, nb, b);
-	thr = row_threshold(c, i, bmax);
+		seed_row(c, t, i, g, j0, nb, err, b);
+	thr = row_threshold(c, i, err);
 	while (j < nb) {
-		int64_t end;
+		/* hits of a block as bits; a gate that moved meanwhile only
+		 * lowers thr, so set bits are tested again, clear ones never */
+		uint32_t hits;
 
 		j = scan_block(g, thr, j, nb);
-		end = j + SCAN_W < nb ? j + SCAN_W : nb;
-		for (; j < end; j++) {
-			if (!(g[j] <= thr))
-				continue;
-			query_push(c, t, i, j0 + j, b);
-			if (c->npend[i] == 0)   /* flushed: gate moved */
-				thr = row_threshold(c, i, bmax);
+		if (j + SCAN_W > nb)
+			break;
+		for (hits = scan_hits(g + j, thr); hits; hits &= hits - 1) {
+			int64_t w = j + __builtin_ctz(hits);
+
+			if (g[w] <= thr &&
+			    query_push(c, t, i, j0 + w, g[w], off, err, b))
+				thr = row_threshold(c, i, err);
 		}
+		j += SCAN_W;
 	}
+	for (; j < nb; j++)
+		if (g[j] <= thr &&
+		    query_push(c, t, i, j0 + j, g[j], off, err, b))
+			thr = row_threshold(c, i, err);
 }
 
 /*
@@ -825,11 +1045,15 @@ static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
 		for (int64_t i = i0; i < i1; i++)
 			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
-		/* rescore while the sub-tile's rows are still in cache, which
-		 * also tightens the gates for the next sub-tile; but merging
-		 * costs O(k), so wait for k/8 candidates */
-		tile_flush(c, t, i0, i1, (c->cfg.k + 7) / 8, b);
+		/* tighten the gates for the next sub-tile */
+		for (int64_t i = i0; i < i1; i++)
+			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
+				query_prune(c, t, i);
 	}
+	/* the chunk's rows are gone after topk_add: rescore the survivors */
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i])
+			query_prune(c, t, i);
 	tile_flush(c, t, i0, i1, 1, b);
 }
 
@@ -874,6 +1098,8 @@ static int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 		c->gate[i] = c->gate0;
 		c->ecount[i] = 0;
 		c->npend[i] = 0;
+		c->nkept[i] = 0;
+		c->kbound[i] = INFINITY;
 	}
 	c->qx = q->x;
 	c->qrows = q->rows;
@@ -1075,6 +1301,7 @@ static void cpu_release(xj_backend *be)
 	for (int t = 0; c->th && t < c->threads; t++) {
 		free(c->th[t].g);
 		free(c->th[t].cands);
+		free(c->th[t].vals);
 		free(c->th[t].bt);
 		free(c->th[t].qpad);
 	}
@@ -1108,9 +1335,11 @@ static int thread_alloc(cpu_backend *c)
 
 		th->g = alloc_aligned((size_t)TQ_MAX * TB * sizeof(float));
 		th->cands = malloc((size_t)c->cap * sizeof(cand));
+		th->vals = malloc((size_t)(2 * (c->cfg.k + c->cap)) *
+				  sizeof(float));
 		th->bt = alloc_aligned((size_t)(d * MW) * sizeof(double));
 		th->qpad = alloc_aligned((size_t)(d * MQ) * sizeof(float));
-		if (!th->g || !th->cands || !th->bt || !th->qpad)
+		if (!th->g || !th->cands || !th->vals || !th->bt || !th->qpad)
 			return -1;
 	}
 	return 0;
@@ -1174,11 +1403,11 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  * Working memory, bytes, with q = qrows, m = cfg->max_base_rows, T threads,
  * cap = k + max(k, 64) pending slots per query:
  *   per thread   TQ_MAX*TB*4 (G tile, 1 MiB) + 16 cap (rescored
- *                candidates) + 8 d MW (matrix block) + 4 d MQ (matrix
- *                query rows)
- *   per query    8 (qq) + 4 (norm) + 8 (gate) + 8 (count) + 8 (pending
- *                count) + 12 k (exact list) + 12 cap (pending rows and
- *                their keys)
+ *                candidates) + 8 (k + cap) (key bounds) + 8 d MW
+ *                (matrix block) + 4 d MQ (matrix query rows)
+ *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
+ *                (count) + 16 (pending counts) + 12 k (exact list) +
+ *                16 cap (pending pairs)
  *                + 8 (matrix norms); + 4 d for cosine (normalised copy)
  *   per base row 8 (bb) + 4 (bn2) + 4 (norm) + 4 (sub-tile max, rounded
  *                up) + 8 (matrix norms); + 4 d for cosine
@@ -1196,9 +1425,9 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 	int64_t per_thread, per_query, per_base, fixed;
 	int t = threads_of(cfg, threads);
 
-	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * d * MW +
+	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * (k + cap) + 8 * d * MW +
 		     4 * d * MQ + 5 * ALIGN_BYTES;
-	per_query = 8 + 4 + 8 + 8 + 8 + 12 * k + 12 * cap + 8 + cos_row;
+	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;
 	return t * per_thread + qrows * per_query + mrows * per_base + fixed;

@@ -960,11 +960,12 @@ def case_interrupt(ctx, ranks):
     exit 5 within seconds, no output and no partial file left."""
     f = ctx.path("big.h5")
     if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
-                          400, "--seed", 5, "-o", f], "gen input"):
+                          4000, "--seed", 5, "-o", f], "gen input"):
         return
     nranks = ranks[0] if len(ranks) == 1 else 2
     out = ctx.path("int-out.h5")
-    argv = ["topk", "-q", f, "-b", f, "-k", 10, "--chunk-rows", 4,
+    # one-row chunks: minutes of work, so the signal lands mid-run
+    argv = ["topk", "-q", f, "-b", f, "-k", 10, "--chunk-rows", 1,
             "-o", out]
     print("[np%d] xjoin %s" % (nranks, " ".join(map(str, argv))), flush=True)
     p = ctx.start(nranks, argv)
