@@ -434,7 +434,8 @@ static void table_resources(struct job_table *t, const xj_job *job,
 	if (job->threads > 0)
 		snprintf(v, JOB_VALUE_MAX, "%d per rank", job->threads);
 	else
-		snprintf(v, JOB_VALUE_MAX, "auto (OpenMP default)");
+		snprintf(v, JOB_VALUE_MAX,
+			 "auto (OMP_NUM_THREADS, else the rank's cores)");
 	snprintf(table_add(t, "ranks"), JOB_VALUE_MAX, "%d", nranks);
 	snprintf(table_add(t, "progress"), JOB_VALUE_MAX, "%s",
 		 yes_no(job->progress));

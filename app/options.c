@@ -162,7 +162,7 @@ static const struct opt opts[] = {
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
 	  .hi = INT_MAX, .cmds = T | M | G | D, .group = GROUP_RESOURCES,
 	  .metavar = "N", .help = "OpenMP threads per rank",
-	  .def = "OpenMP default" },
+	  .def = "OMP_NUM_THREADS, else the rank's cores" },
 	{ .name = "report-json", .kind = K_PATH, .offset = AT(report_json),
 	  .cmds = T | M, .group = GROUP_GENERAL, .metavar = "FILE",
 	  .help = "also write the final report as JSON to FILE" },
