@@ -67,6 +67,12 @@ static int same_file(const char *a, const char *b)
 static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 			  xj_status *st)
 {
+	/* fail fast, before any device or input work; h5out_create checks
+	 * again when it creates the file */
+	if (job->command != XJ_CMD_PLAN && !job->force &&
+	    access(job->output, F_OK) == 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "output %s exists (use --force "
+			       "to overwrite)", job->output);
 	if (resolve_one(job->query_file, "test", qi, st))
 		return xj_wrap(st, "queries");
 	if (resolve_one(job->base_file, "train", bi, st))
@@ -272,7 +278,9 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	if (cmd == XJ_CMD_TOPK ? driver_topk(&run, st) :
 				 driver_matrix(&run, st))
 		goto fail;
-	if (write_attrs(&run, threads, st) || h5out_finish(run.out, st)) {
+	if (write_attrs(&run, threads, st))
+		goto fail;
+	if (h5out_finish(run.out, st)) {
 		run.out = NULL;   /* finish released it */
 		goto fail;
 	}
