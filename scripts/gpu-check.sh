@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Validate xjoin's GPU path on the machine it runs on: the CUDA backend's
+# tests, then GPU against CPU output, bit for bit, on real data.
+#
+#   scripts/gpu-check.sh [--bundle DIR] [--work DIR] [--quick] [--plumbing]
+#
+# --plumbing runs every comparison with --device cpu in place of gpu, to test
+# this script itself on a machine without a GPU (its PASSes prove nothing of
+# the GPU).
+#
+# Without --bundle it uses build/ (building it first if build/xjoin is
+# missing); with --bundle DIR it uses what scripts/bundle.sh packed (DIR.tar.xz
+# is unpacked first when DIR is absent), for machines with no compiler, MPI
+# or HDF5 of their own.
+#
+# Checks, each printed as PASS, FAIL or SKIP with a reason:
+#   - gpu.test_cuda_backend (exits 77 with SKIPPED when there is no GPU)
+#   - topk k=10 and k=100, every metric, on data/glove-demo.h5 and
+#     glove-100d-100k.h5 (bundle DIR/data or ../shared/data) when present:
+#     --device gpu against --device cpu
+#   - matrix, every metric, on glove-demo and a 200 x 20000 slice of glove-100k
+#   - a starved GPU (--gpu-mem-fraction 0.0005, --chunk-rows 64): many chunks,
+#     same bits
+#   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank
+# and closes with the line `N passed, N failed`; the exit status is 1 when
+# any check failed. Skipped checks count in neither number: a machine with
+# no GPU passes nothing of the GPU's.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bundle=
+work=${TMPDIR:-/tmp}/xjoin-gpu-check
+quick=0
+plumbing=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--bundle) bundle="$2"; shift 2 ;;
+	--work) work="$2"; shift 2 ;;
+	--quick) quick=1; shift ;;
+	--plumbing) plumbing=1; shift ;;
+	-h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;/^set -u/d'; exit 0 ;;
+	*) echo "gpu-check.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+if [ -n "$bundle" ]; then
+	bundle=${bundle%/}
+	if [ ! -d "$bundle" ] && [ -f "$bundle.tar.xz" ]; then
+		tar -C "$(dirname "$bundle")" -xJf "$bundle.tar.xz" || exit 1
+	fi
+	[ -f "$bundle/env.sh" ] || { echo "gpu-check.sh: no $bundle/env.sh (run scripts/bundle.sh)" >&2; exit 1; }
+	# shellcheck source=/dev/null
+	. "$bundle/env.sh"
+	xj=$XJ_BUNDLE/bin/xjoin
+	cuda_test=$XJ_BUNDLE/bin/test_cuda_backend
+	commit=$(head -1 "$XJ_BUNDLE/COMMIT")
+	big_candidates=("$XJ_BUNDLE/data/glove-100d-100k.h5" ../shared/data/glove-100d-100k.h5)
+else
+	if [ ! -x build/xjoin ]; then
+		scripts/build.sh >/dev/null || { echo "gpu-check.sh: build failed" >&2; exit 1; }
+	fi
+	xj=$PWD/build/xjoin
+	cuda_test=$PWD/build/tests/gpu/test_cuda_backend
+	commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+	[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit (modified)"
+	big_candidates=(../shared/data/glove-100d-100k.h5)
+fi
+
+mkdir -p "$work" || exit 1
+log=$work/log
+: >"$log"
+
+# --- header -------------------------------------------------------------------
+echo "# xjoin gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+echo "commit $commit"
+[ -n "$bundle" ] && sed -n '2,$s/^/# bundle /p' "$XJ_BUNDLE/COMMIT"
+"$xj" --version 2>&1 | sed 's/^/# /'
+if command -v nvidia-smi >/dev/null 2>&1; then
+	nvidia-smi -L 2>&1 | sed 's/^/gpu: /'
+	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -1)"
+else
+	echo "gpu: none (no nvidia-smi)"
+	echo "driver none"
+fi
+[ -n "${XJ_CUDA_LIBDIR:-}" ] && echo "# CUDA libraries from $XJ_CUDA_LIBDIR"
+if ldd "$xj" | grep -q "not found"; then
+	echo "# unresolved libraries:"
+	ldd "$xj" | grep "not found" | sed 's/^/#   /'
+fi
+devices=$("$xj" devices 2>&1)
+echo "$devices" | sed 's/^/# /'
+
+gpu_reason=
+if ! echo "$devices" | grep -q "backend: gpu"; then
+	gpu_reason=$(echo "$devices" | sed -n 's/.*no usable GPU: //p' | head -1)
+	[ -n "$gpu_reason" ] || gpu_reason="xjoin devices found no usable GPU"
+fi
+
+# a Python with h5py and numpy for compare.py
+py=
+for p in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
+	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import h5py, numpy' 2>/dev/null; then
+		py=$p
+		break
+	fi
+done
+
+# --- bookkeeping ----------------------------------------------------------------
+n_pass=0
+n_fail=0
+n_skip=0
+result() {	# STATUS NAME [DETAIL]
+	printf '%-4s %s%s\n' "$1" "$2" "${3:+  ($3)}"
+	case "$1" in
+	PASS) n_pass=$((n_pass + 1)) ;;
+	FAIL) n_fail=$((n_fail + 1)) ;;
+	SKIP) n_skip=$((n_skip + 1)) ;;
+	esac
+}
+
+# run_xj OUT ARGS...: one xjoin job, its output in $log; status of xjoin
+run_xj() {
+	local out=$1
+	shift
+	echo "+ xjoin $* -o $out" >>"$log"
+	"$xj" "$@" -o "$out" --force --quiet >>"$log" 2>&1
+}
+
+# same NAME GOT REF: compare two result files bit for bit
+same() {
+	local msg
+	if msg=$("$py" tests/integration/compare.py "$2" "$3" 2>&1); then
+		result PASS "$1"
+	else
+		echo "$msg" >>"$log"
+		result FAIL "$1" "$(echo "$msg" | head -1)"
+	fi
+}
+
+# check NAME CPU_ARGS -- GPU_ARGS: CPU reference (cached) and the GPU job
+check() {
+	local name=$1 key=$2
+	shift 2
+	local ref="$work/ref-$key.h5" got="$work/got.h5"
+	local -a args=()
+	while [ "$1" != "--" ]; do args+=("$1"); shift; done
+	shift
+	if [ $plumbing = 1 ]; then
+		local -a swapped=()
+		local a
+		for a in "$@"; do [ "$a" = gpu ] && a=cpu; swapped+=("$a"); done
+		set -- "${swapped[@]}"
+		name="$name [plumbing: cpu]"
+	elif [ -n "$gpu_reason" ]; then
+		result SKIP "$name" "no GPU"
+		return
+	fi
+	if [ -z "$py" ]; then
+		result FAIL "$name" "no python3 with h5py and numpy to compare with"
+		return
+	fi
+	if [ ! -f "$ref" ]; then
+		run_xj "$ref" "${args[@]}" --device cpu ||
+			{ result FAIL "$name" "CPU reference failed, see $log"; return; }
+	fi
+	rm -f "$got"
+	if [ "${1:-}" = "mpirun" ]; then
+		local np=$2
+		shift 2
+		echo "+ mpirun -np $np xjoin ${args[*]} $*" >>"$log"
+		mpirun -np "$np" "$xj" "${args[@]}" "$@" -o "$got" --force --quiet >>"$log" 2>&1 ||
+			{ result FAIL "$name" "xjoin exited $?, see $log"; return; }
+	else
+		run_xj "$got" "${args[@]}" "$@" ||
+			{ result FAIL "$name" "xjoin exited $?, see $log"; return; }
+	fi
+	same "$name" "$got" "$ref"
+}
+
+# --- 1. the CUDA backend's own tests -------------------------------------------
+if [ -x "$cuda_test" ]; then
+	"$cuda_test" >"$work/test_cuda_backend.out" 2>&1
+	rc=$?
+	case $rc in
+	0) result PASS "gpu.test_cuda_backend" ;;
+	77) result SKIP "gpu.test_cuda_backend" "$(grep -m1 SKIPPED "$work/test_cuda_backend.out")" ;;
+	*) result FAIL "gpu.test_cuda_backend" "exit $rc, see $work/test_cuda_backend.out"
+	   tail -20 "$work/test_cuda_backend.out" ;;
+	esac
+else
+	result FAIL "gpu.test_cuda_backend" "$cuda_test missing (built without CUDA?)"
+fi
+
+# --- 2. GPU against CPU on real data ------------------------------------------------
+demo=data/glove-demo.h5
+big=
+for f in "${big_candidates[@]}"; do
+	[ -f "$f" ] && { big=$f; break; }
+done
+metrics="l2 sqeuclidean cosine ip"
+ks="10 100"
+[ $quick = 1 ] && { metrics="l2 cosine"; ks=10; }
+
+sets=("demo:$demo")
+[ -n "$big" ] && sets+=("glove100k:$big")
+for s in "${sets[@]}"; do
+	name=${s%%:*}
+	file=${s#*:}
+	for m in $metrics; do
+		for k in $ks; do
+			check "topk $name $m k=$k" "topk-$name-$m-$k" \
+				topk -q "$file" -b "$file" -k "$k" -m "$m" -- --device gpu
+		done
+	done
+done
+[ -z "$big" ] && result SKIP "topk glove100k" "glove-100d-100k.h5 not found in ${big_candidates[*]}"
+
+# matrix: glove-demo whole, and a slice of glove-100k (the whole matrix is
+# 400 MB)
+slice=
+if [ -n "$big" ] && [ -n "$py" ]; then
+	slice=$work/glove100k-slice.h5
+	[ -f "$slice" ] || "$py" - "$big" "$slice" <<'PY' >>"$log" 2>&1 || slice=
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
+    dst["test"] = src["test"][:200]
+    dst["train"] = src["train"][:20000]
+PY
+fi
+for m in $metrics; do
+	check "matrix demo $m" "matrix-demo-$m" \
+		matrix -q "$demo" -b "$demo" -m "$m" -- --device gpu
+	if [ -n "$slice" ]; then
+		check "matrix glove100k[200x20000] $m" "matrix-slice-$m" \
+			matrix -q "$slice" -b "$slice" -m "$m" -- --device gpu
+	fi
+done
+
+# --- 3. a starved GPU: many small chunks ------------------------------------------
+tf=${big:-$demo}
+tn=$([ -n "$big" ] && echo glove100k || echo demo)
+check "topk $tn l2 k=100, --gpu-mem-fraction 0.0005 --chunk-rows 64" "topk-$tn-l2-100" \
+	topk -q "$tf" -b "$tf" -k 100 -m l2 -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
+check "topk $tn cosine k=10, --gpu-mem-fraction 0.0005 --chunk-rows 64" "topk-$tn-cosine-10" \
+	topk -q "$tf" -b "$tf" -k 10 -m cosine -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
+if [ -n "$slice" ]; then
+	check "matrix glove100k[200x20000] l2, --gpu-mem-fraction 0.0005 --chunk-rows 64" "matrix-slice-l2" \
+		matrix -q "$slice" -b "$slice" -m l2 -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
+fi
+
+# --- 4. two ranks sharing one GPU ----------------------------------------------------
+check "mpirun -np 2 topk $tn l2 k=10 --gpu-share" "topk-$tn-l2-10" \
+	topk -q "$tf" -b "$tf" -k 10 -m l2 -- mpirun 2 --device gpu --gpu-share
+check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \
+	topk -q "$tf" -b "$tf" -k 100 -m ip -- mpirun 2 --device gpu --gpu-share
+
+# --- summary -------------------------------------------------------------------------
+echo "# log: $log"
+[ $n_skip -gt 0 ] && echo "$n_skip skipped${gpu_reason:+ (no GPU: $gpu_reason)}"
+echo "$n_pass passed, $n_fail failed"
+[ $n_fail -eq 0 ]
