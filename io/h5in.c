@@ -361,6 +361,60 @@ static int h5in_describe_type(hid_t type, const char *label, char *buf,
 }
 
 /* Shape and type of the resolved dataset into info. */
+/*
+ * A header can declare any shape: a 10^12-row dataset whose data was never
+ * written (or was cut off) costs a few bytes on disk, reads as fill values
+ * and would keep every rank busy for days. So the data must be stored:
+ * all chunks of a chunked dataset allocated, or, for other layouts, the
+ * storage as large as the shape says.
+ */
+static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
+			     const hsize_t *dims, const char *label,
+			     xj_status *st)
+{
+	hid_t dcpl = H5I_INVALID_HID;
+	hsize_t chunk[2], have = 0, want;
+	int rc = XJ_OK;
+
+	if (H5_TRY(dcpl = H5Dget_create_plist(dset), st, XJ_EXIT_INPUT,
+		   "%s: creation properties", label))
+		return st->code;
+	if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+		if (H5_TRY(H5Pget_chunk(dcpl, 2, chunk), st, XJ_EXIT_INPUT,
+			   "%s: chunk shape", label) ||
+		    H5_TRY(H5Dget_num_chunks(dset, space, &have), st,
+			   XJ_EXIT_INPUT, "%s: chunk count", label)) {
+			rc = st->code;
+			goto out;
+		}
+		want = ((dims[0] + chunk[0] - 1) / chunk[0]) *
+		       ((dims[1] + chunk[1] - 1) / chunk[1]);
+		if (have < want)
+			rc = xj_fail(st, XJ_EXIT_INPUT, "%s: only %llu of its "
+				     "%llu chunks are stored (never written, or "
+				     "cut off): refusing a %llu x %llu dataset "
+				     "of fill values", label,
+				     (unsigned long long)have,
+				     (unsigned long long)want,
+				     (unsigned long long)dims[0],
+				     (unsigned long long)dims[1]);
+	} else {
+		have = H5Dget_storage_size(dset);
+		want = dims[0] * dims[1] * H5Tget_size(type);
+		if (have < want)
+			rc = xj_fail(st, XJ_EXIT_INPUT, "%s: declares %llu x "
+				     "%llu values (%llu bytes) but stores %llu "
+				     "bytes (never written, or cut off)", label,
+				     (unsigned long long)dims[0],
+				     (unsigned long long)dims[1],
+				     (unsigned long long)want,
+				     (unsigned long long)have);
+	}
+out:
+	h5in_close_id(&dcpl, H5Pclose);
+	return rc;
+}
+
 static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
 			   xj_status *st)
 {
@@ -404,6 +458,8 @@ static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
 			(unsigned long long)dims[1]);
 		goto out;
 	}
+	if (h5in_check_stored(dset, space, type, dims, label, st))
+		goto out;
 	info->rows = (int64_t)dims[0];
 	info->cols = (int64_t)dims[1];
 out:

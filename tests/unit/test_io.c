@@ -364,6 +364,50 @@ static int fx_broken(void)
 	return rc;
 }
 
+/* Headers that promise more than is stored: a 10^12-row chunked dataset
+ * with one chunk written, and a contiguous one never written. */
+static int fx_sparse(void)
+{
+	hsize_t huge[2] = { 1000000000000ULL, 8 }, chunk[2] = { 1024, 8 };
+	hsize_t small[2] = { 1000, 8 }, start[2] = { 0, 0 };
+	hid_t fid = fx_create("sparse.h5"), space, dcpl, dset, mem;
+	float *rows = calloc(1024 * 8, sizeof(float));
+	int rc = 0;
+
+	if (fid < 0 || !rows)
+		return -1;
+	for (int i = 0; i < 1024 * 8; i++)
+		rows[i] = (float)(i % 97) + 1.0f;
+	space = H5Screate_simple(2, huge, NULL);
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_chunk(dcpl, 2, chunk);
+	dset = H5Dcreate2(fid, "huge", H5T_IEEE_F32LE, space, H5P_DEFAULT,
+			  dcpl, H5P_DEFAULT);
+	mem = H5Screate_simple(2, chunk, NULL);
+	H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, chunk, NULL);
+	if (dset < 0 || H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space,
+				 H5P_DEFAULT, rows) < 0)
+		rc = -1;
+	H5Sclose(mem);
+	H5Dclose(dset);
+	H5Sclose(space);
+	H5Pclose(dcpl);
+
+	space = H5Screate_simple(2, small, NULL);
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
+	dset = H5Dcreate2(fid, "unwritten", H5T_IEEE_F32LE, space, H5P_DEFAULT,
+			  dcpl, H5P_DEFAULT);
+	if (dset < 0)
+		rc = -1;
+	H5Dclose(dset);
+	H5Sclose(space);
+	H5Pclose(dcpl);
+	H5Fclose(fid);
+	free(rows);
+	return rc;
+}
+
 /* gzip chunks of 16 x 16; the bytes of the chunk holding rows 32..47 are
  * overwritten, so opening works and only reading those rows fails. */
 static int fx_corrupt(void)
@@ -423,7 +467,7 @@ static int suite_init(void)
 			rc = -1;
 		if (!rc)
 			rc = fx_types() || fx_layouts() || fx_broken() ||
-			     fx_corrupt();
+			     fx_corrupt() || fx_sparse();
 		if (rc)
 			fprintf(stderr, "test_io: cannot write fixtures in "
 				"%s\n", g_dir);
@@ -602,6 +646,8 @@ static void test_probe_errors(void)
 	probe_fails("errs.h5", "norows", "", "/norows", "0 rows");
 	probe_fails("errs.h5", "nocols", "", "/nocols", "0 columns");
 	probe_fails("only.h5", "cube", "", "/cube", "3-D");
+	probe_fails("sparse.h5", "huge", "", "/huge", "1 of its");
+	probe_fails("sparse.h5", "unwritten", "", "/unwritten", "stores 0");
 	ids_check();
 }
 
