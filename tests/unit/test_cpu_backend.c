@@ -10,13 +10,13 @@
  * so only rescoring can be right), many duplicated rows (ties), tiny base
  * sets (padding), empty chunks, and real GloVe rows when the file exists.
  */
-#include <CUnit/Basic.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "app/status.h"
 #include "kernels/backend.h"
 #include "kernels/metric.h"
@@ -835,35 +835,21 @@ static void test_glove(void)
 
 int main(void)
 {
-	CU_pSuite s;
+	static const unit_test tests[] = {
+		{ "gaussian, every chunking", test_gaussian },
+		{ "clustered", test_clustered },
+		{ "large norms need rescoring", test_large_norms },
+		{ "near ties need rescoring", test_near_ties },
+		{ "duplicated rows (ties)", test_duplicates },
+		{ "k exceeds base rows", test_k_exceeds_base },
+		{ "threshold extremes", test_threshold_extremes },
+		{ "empty chunks", test_empty_chunks },
+		{ "gemm flops", test_gemm_flops },
+		{ "errors", test_errors },
+		{ "work bytes", test_work_bytes },
+		{ "matrix bit-equal to metric_key", test_matrix },
+		{ "glove l2 and cosine", test_glove },
+	};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("cpu_backend", NULL, NULL);
-	if (!s ||
-	    !CU_add_test(s, "gaussian, every chunking", test_gaussian) ||
-	    !CU_add_test(s, "clustered", test_clustered) ||
-	    !CU_add_test(s, "large norms need rescoring", test_large_norms) ||
-	    !CU_add_test(s, "near ties need rescoring", test_near_ties) ||
-	    !CU_add_test(s, "duplicated rows (ties)", test_duplicates) ||
-	    !CU_add_test(s, "k exceeds base rows", test_k_exceeds_base) ||
-	    !CU_add_test(s, "threshold extremes", test_threshold_extremes) ||
-	    !CU_add_test(s, "empty chunks", test_empty_chunks) ||
-	    !CU_add_test(s, "gemm flops", test_gemm_flops) ||
-	    !CU_add_test(s, "errors", test_errors) ||
-	    !CU_add_test(s, "work bytes", test_work_bytes) ||
-	    !CU_add_test(s, "matrix bit-equal to metric_key", test_matrix) ||
-	    !CU_add_test(s, "glove l2 and cosine", test_glove)) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS || CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	unsigned fails = CU_get_number_of_failures();
-
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return unit_run("cpu_backend", tests, UNIT_COUNT(tests));
 }

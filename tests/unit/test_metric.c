@@ -6,7 +6,6 @@
  * float computations done the way the backend does them (cblas_sgemm, float
  * norms), on random, offset (cancelling) and near-duplicate data.
  */
-#include <CUnit/Basic.h>
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
@@ -14,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "app/status.h"
 #include "kernels/metric.h"
 
@@ -481,29 +481,15 @@ static void test_check_rows(void)
 
 int main(void)
 {
-	CU_pSuite s;
+	static const unit_test tests[] = {
+		{ "norm2", test_norm2 },
+		{ "key known values", test_key_known_values },
+		{ "key vs long double", test_key_vs_reference },
+		{ "values and keys", test_values_and_keys },
+		{ "gate covers own key", test_gate_covers_own_key },
+		{ "err bound", test_err_bound },
+		{ "check rows", test_check_rows },
+	};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("metric", NULL, NULL);
-	if (!s ||
-	    !CU_add_test(s, "norm2", test_norm2) ||
-	    !CU_add_test(s, "key known values", test_key_known_values) ||
-	    !CU_add_test(s, "key vs long double", test_key_vs_reference) ||
-	    !CU_add_test(s, "values and keys", test_values_and_keys) ||
-	    !CU_add_test(s, "gate covers own key", test_gate_covers_own_key) ||
-	    !CU_add_test(s, "err bound", test_err_bound) ||
-	    !CU_add_test(s, "check rows", test_check_rows)) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS || CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	unsigned fails = CU_get_number_of_failures();
-
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return unit_run("metric", tests, UNIT_COUNT(tests));
 }

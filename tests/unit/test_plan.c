@@ -1,8 +1,8 @@
 /* test_plan.c: grid choice, balanced blocks, chunk sizes within budget. */
-#include <CUnit/Basic.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "unit.h"
 #include "app/plan.h"
 
 static plan_in topk_in(int64_t n, int64_t m, int p, int64_t budget)
@@ -138,23 +138,14 @@ static void test_more_ranks_than_rows(void)
 
 int main(void)
 {
-	CU_pSuite s;
-	unsigned fails;
+	static const unit_test tests[] = {
+		{ "balanced blocks cover rows", test_block_covers },
+		{ "grid follows n/m", test_grid_follows_shape },
+		{ "peak within budget", test_budget_respected },
+		{ "budget too small", test_budget_too_small },
+		{ "forced chunks", test_forced_chunks },
+		{ "more ranks than rows", test_more_ranks_than_rows },
+	};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("plan", NULL, NULL);
-	if (!s ||
-	    !CU_add_test(s, "balanced blocks cover rows", test_block_covers) ||
-	    !CU_add_test(s, "grid follows n/m", test_grid_follows_shape) ||
-	    !CU_add_test(s, "peak within budget", test_budget_respected) ||
-	    !CU_add_test(s, "budget too small", test_budget_too_small) ||
-	    !CU_add_test(s, "forced chunks", test_forced_chunks) ||
-	    !CU_add_test(s, "more ranks than rows", test_more_ranks_than_rows))
-		return 1;
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return fails ? 1 : (CU_get_error() ? 1 : 0);
+	return unit_run("plan", tests, UNIT_COUNT(tests));
 }

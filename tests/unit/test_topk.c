@@ -4,12 +4,12 @@
  * The merge is checked against a reference built differently: concatenate
  * all lists, sort the concatenation, take k, pad.
  */
-#include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit.h"
 #include "kernels/topk.h"
 
 static uint64_t rng_state = 12345;
@@ -232,27 +232,13 @@ static void test_merge_all_padding(void)
 
 int main(void)
 {
-	CU_pSuite s;
+	static const unit_test tests[] = {
+		{ "less", test_less },
+		{ "sort", test_sort },
+		{ "pad", test_pad },
+		{ "merge vs sorted concatenation", test_merge },
+		{ "merge padding and ties", test_merge_all_padding },
+	};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("topk", NULL, NULL);
-	if (!s ||
-	    !CU_add_test(s, "less", test_less) ||
-	    !CU_add_test(s, "sort", test_sort) ||
-	    !CU_add_test(s, "pad", test_pad) ||
-	    !CU_add_test(s, "merge vs sorted concatenation", test_merge) ||
-	    !CU_add_test(s, "merge padding and ties", test_merge_all_padding)) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS || CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	unsigned fails = CU_get_number_of_failures();
-
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return unit_run("topk", tests, UNIT_COUNT(tests));
 }
