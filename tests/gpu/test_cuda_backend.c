@@ -32,48 +32,14 @@
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/metric.h"
 #include "kernels/topk.h"
+#define TESTDATA_SEED 0x5eed1234abcdull
+#include "tests/unit/testdata.h"
 
 #define SKIP_CODE 77
-#define IDX_POISON 0x7f7f7f7f7f7f7f7fll
-
-static const xj_metric metrics[] = {
-	XJ_METRIC_L2, XJ_METRIC_SQEUCLIDEAN, XJ_METRIC_COSINE, XJ_METRIC_IP,
-};
-static const char *const metric_names[] = { "l2", "sqeuclidean", "cosine", "ip" };
 
 static int device = 0;
 
 /* ---- data ---------------------------------------------------------- */
-
-static uint64_t rng_state = 0x5eed1234abcdull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double rng_unit(void)
-{
-	return ((double)(rng_next() >> 11) + 0.5) * 0x1p-53;
-}
-
-static double rng_gauss(void)
-{
-	return sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit());
-}
-
-static float *gauss_rows(int64_t n, int64_t d, double offset, double scale)
-{
-	float *x = malloc(sizeof(float) * (size_t)(n * d + 1));
-
-	for (int64_t i = 0; x && i < n * d; i++)
-		x[i] = (float)(offset + scale * rng_gauss());
-	return x;
-}
 
 /* n rows repeating nd distinct rows in a scrambled order (ties). */
 static float *dup_rows(int64_t n, int64_t d, int nd)
@@ -427,14 +393,6 @@ static xj_backend_cfg cfg_of(const tcase *tc, int64_t qc, int64_t bc)
 	cfg.max_query_rows = qc;
 	cfg.max_base_rows = bc;
 	return cfg;
-}
-
-static void poison(float *key, int64_t *idx, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++) {
-		key[i] = NAN;
-		idx[i] = IDX_POISON;
-	}
 }
 
 /* Top-k of the case through a backend, in chunks of qc x bc rows. */

@@ -17,48 +17,15 @@
 #include <string.h>
 
 #include "unit.h"
+#include "testdata.h"
 #include "app/status.h"
 #include "kernels/backend.h"
 #include "kernels/metric.h"
 #include "kernels/topk.h"
 
 #define GLOVE_DEFAULT "/work/shared/data/glove-100d-100k.h5"
-#define IDX_POISON 0x7f7f7f7f7f7f7f7fll
-
-static const xj_metric metrics[] = {
-	XJ_METRIC_L2, XJ_METRIC_SQEUCLIDEAN, XJ_METRIC_COSINE, XJ_METRIC_IP,
-};
-static const char *const metric_names[] = { "l2", "sqeuclidean", "cosine", "ip" };
 
 /* ---- data ---------------------------------------------------------- */
-
-static uint64_t rng_state = 0x1234abcdull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double rng_gauss(void)
-{
-	double u = ((double)(rng_next() >> 11) + 0.5) * 0x1p-53;
-	double v = ((double)(rng_next() >> 11) + 0.5) * 0x1p-53;
-
-	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static float *gauss_rows(int64_t n, int64_t d, double offset, double scale)
-{
-	float *x = malloc(sizeof(float) * (size_t)(n * d + 1));
-
-	for (int64_t i = 0; x && i < n * d; i++)
-		x[i] = (float)(offset + scale * rng_gauss());
-	return x;
-}
 
 static float *cluster_rows(int64_t n, int64_t d, int nc, double noise)
 {
@@ -224,14 +191,6 @@ static int key_close(xj_metric m, const float *q, const float *b, int64_t d,
 }
 
 /* ---- running the backend --------------------------------------------- */
-
-static void poison(float *key, int64_t *idx, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++) {
-		key[i] = NAN;
-		idx[i] = IDX_POISON;
-	}
-}
 
 static xj_backend_cfg cfg_of(const tcase *tc, int64_t qc, int64_t bc)
 {

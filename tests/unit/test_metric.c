@@ -13,37 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TESTDATA_SEED 0x9e3779b97f4a7c15ull
 #include "unit.h"
+#include "testdata.h"
 #include "app/status.h"
 #include "kernels/metric.h"
 
-static const xj_metric metrics[] = {
-	XJ_METRIC_L2, XJ_METRIC_SQEUCLIDEAN, XJ_METRIC_COSINE, XJ_METRIC_IP,
-};
-static const char *const metric_names[] = { "l2", "sqeuclidean", "cosine", "ip" };
-
 /* ---- data ---------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double rng_unit(void)
-{
-	return ((double)(rng_next() >> 11) + 0.5) * 0x1p-53;
-}
-
-static double rng_gauss(void)
-{
-	return sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit());
-}
 
 static void fill(float *x, int64_t n, double offset, double scale)
 {

@@ -9,32 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TESTDATA_SEED 12345
 #include "unit.h"
+#include "testdata.h"
 #include "kernels/topk.h"
-
-static uint64_t rng_state = 12345;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 /* Keys from a small set so that ties are frequent. */
 static float rng_key(void)
 {
 	return (float)(rng_next() % 17) * 0.25f - 2.0f;
-}
-
-static void poison(float *key, int64_t *idx, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++) {
-		key[i] = NAN;
-		idx[i] = 0x7f7f7f7f7f7f7f7fll;
-	}
 }
 
 static int is_sorted(const float *key, const int64_t *idx, int64_t n)
