@@ -25,7 +25,7 @@
 
 /* A job table row: long enough for a path plus a shape. */
 #define JOB_VALUE_MAX (XJ_PATH_MAX + XJ_NAME_MAX + 64)
-#define JOB_ROWS_MAX 24
+#define JOB_ROWS_MAX 32
 
 struct job_row {
 	const char *name;
@@ -46,6 +46,7 @@ void job_defaults(xj_job *job)
 	job->mem_fraction = 0.8;
 	job->device = XJ_DEVICE_AUTO;
 	job->gpu_mem_fraction = 0.8;
+	job->checkpoint_s = 60;
 	job->progress = 1;
 	job->seed = 2026;
 }
@@ -210,6 +211,10 @@ int job_check(const xj_job *job, xj_status *st)
 			return xj_fail(st, XJ_EXIT_USAGE,
 				       "%s needs -o/--output (the HDF5 file to write)",
 				       label);
+		if (job->resume && job->force)
+			return xj_fail(st, XJ_EXIT_USAGE, "--resume continues "
+				       "an interrupted run and --force starts "
+				       "over: give one of them");
 		if (target == XJ_CMD_TOPK)
 			return check_topk(job, label, st);
 		return check_matrix(job, label, st);
@@ -284,6 +289,28 @@ int device_mode_parse(const char *s, xj_device_mode *out)
 	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		if (strcmp(s, device_mode_name(all[i])) == 0) {
 			*out = all[i];
+			return 0;
+		}
+	}
+	return -1;
+}
+
+const char *precision_name(xj_precision p)
+{
+	switch (p) {
+	case XJ_PREC_FP32: return "fp32";
+	case XJ_PREC_TF32: return "tf32";
+	case XJ_PREC_BF16: return "bf16";
+	case XJ_PREC_FP16: return "fp16";
+	}
+	return "unknown";
+}
+
+int precision_parse(const char *s, xj_precision *out)
+{
+	for (int p = XJ_PREC_FP32; p <= XJ_PREC_FP16; p++) {
+		if (strcmp(s, precision_name((xj_precision)p)) == 0) {
+			*out = (xj_precision)p;
 			return 0;
 		}
 	}
@@ -404,6 +431,10 @@ static void table_device(struct job_table *t, const xj_job *job)
 	snprintf(table_add(t, "gpu share"), JOB_VALUE_MAX, "%s%s",
 		 yes_no(job->gpu_share),
 		 job->gpu_share ? " (local ranks may share a GPU)" : "");
+	snprintf(table_add(t, "gpu precision"), JOB_VALUE_MAX, "%s%s",
+		 precision_name(job->precision),
+		 job->precision == XJ_PREC_FP32 ? "" :
+		 " (candidates only; values rescored exactly)");
 }
 
 static void table_resources(struct job_table *t, const xj_job *job,
@@ -461,6 +492,13 @@ static void table_fill(struct job_table *t, const xj_job *job, int nranks)
 		snprintf(table_add(t, "force"), JOB_VALUE_MAX, "%s%s",
 			 yes_no(job->force),
 			 job->force ? " (an existing output is replaced)" : "");
+	if (job->command == XJ_CMD_TOPK || job->command == XJ_CMD_MATRIX) {
+		snprintf(table_add(t, "resume"), JOB_VALUE_MAX, "%s%s",
+			 yes_no(job->resume), job->resume ?
+			 " (continue from OUT.progress if there is one)" : "");
+		snprintf(table_add(t, "checkpoint every"), JOB_VALUE_MAX,
+			 "%" PRId64 " s", job->checkpoint_s);
+	}
 	if (job->report_json[0])
 		snprintf(table_add(t, "report json"), JOB_VALUE_MAX, "%s",
 			 job->report_json);

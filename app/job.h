@@ -42,6 +42,16 @@ typedef enum xj_device_mode {
 	XJ_DEVICE_CPU,           /* never probe GPUs */
 } xj_device_mode;
 
+/* Arithmetic of the GEMM that proposes candidates on a GPU. Every reported
+ * value is rescored canonically whatever is chosen here; a lower precision
+ * only widens the error bound (more candidates rescored). */
+typedef enum xj_precision {
+	XJ_PREC_FP32 = 0,
+	XJ_PREC_TF32,
+	XJ_PREC_BF16,
+	XJ_PREC_FP16,
+} xj_precision;
+
 typedef struct xj_job {
 	xj_command command;
 	xj_command plan_of;           /* XJ_CMD_TOPK or XJ_CMD_MATRIX for 'plan' */
@@ -61,6 +71,8 @@ typedef struct xj_job {
 	double threshold;             /* in the metric's own units */
 	int self;                     /* exclude pairs (i, i) */
 	int force;                    /* overwrite an existing output */
+	int resume;                   /* continue an interrupted run */
+	int64_t checkpoint_s;         /* seconds between progress records */
 
 	/* resources */
 	int64_t mem_limit_bytes;      /* 0: from available memory */
@@ -72,6 +84,7 @@ typedef struct xj_job {
 	xj_device_mode device;
 	double gpu_mem_fraction;      /* share of a GPU's free memory, (0, 1] */
 	int gpu_share;                /* allow more local ranks than GPUs */
+	xj_precision precision;       /* GPU candidate GEMM */
 
 	/* gen */
 	int64_t gen_rows;
@@ -105,5 +118,9 @@ int metric_larger_is_better(xj_metric m);
 const char *device_mode_name(xj_device_mode d);
 /* Parse "auto", "gpu", "cpu"; returns 0 or -1. */
 int device_mode_parse(const char *s, xj_device_mode *out);
+
+const char *precision_name(xj_precision p);
+/* Parse "fp32", "tf32", "bf16", "fp16"; returns 0 or -1. */
+int precision_parse(const char *s, xj_precision *out);
 
 #endif

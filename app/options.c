@@ -44,6 +44,7 @@ enum opt_kind {
 	K_THRESHOLD,  /* finite double, or "none" */
 	K_METRIC,
 	K_DEVICE,     /* auto, gpu or cpu */
+	K_PRECISION,  /* fp32, tf32, bf16 or fp16 */
 	K_FLAG,       /* int field set to 1 (command line) or a boolean */
 	K_NOT_FLAG,   /* int field set to 0: --quiet clears progress */
 	K_CONFIG,     /* command line only: the job file */
@@ -128,6 +129,16 @@ static const struct opt opts[] = {
 	{ .name = "force", .kind = K_FLAG, .offset = AT(force),
 	  .cmds = T | M | G, .group = GROUP_JOB,
 	  .help = "replace an existing output file" },
+	{ .name = "resume", .kind = K_FLAG, .offset = AT(resume),
+	  .cmds = T | M, .group = GROUP_JOB,
+	  .help = "continue the interrupted run of this job from\n"
+		  "OUT.h5.progress (starts fresh when there is none)" },
+	{ .name = "checkpoint-seconds", .kind = K_INT64,
+	  .offset = AT(checkpoint_s), .lo = 0, .hi = INT64_MAX,
+	  .cmds = T | M, .group = GROUP_JOB, .metavar = "S",
+	  .help = "record progress at most every S seconds (and\n"
+		  "always when interrupted); 0: after every chunk",
+	  .def = "60" },
 	{ .name = "mem-limit", .kind = K_SIZE, .offset = AT(mem_limit_bytes),
 	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "SIZE",
 	  .help = "memory budget per rank: bytes, or with a suffix\n"
@@ -159,6 +170,11 @@ static const struct opt opts[] = {
 	  .cmds = T | M | D, .group = GROUP_RESOURCES,
 	  .help = "let more ranks of a node than it has GPUs\n"
 		  "share them (round robin)" },
+	{ .name = "precision", .kind = K_PRECISION, .offset = AT(precision),
+	  .cmds = T, .group = GROUP_RESOURCES, .metavar = "P",
+	  .help = "GPU GEMM that proposes candidates: fp32, tf32,\n"
+		  "bf16 or fp16; results are rescored exactly",
+	  .def = "fp32" },
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
 	  .hi = INT_MAX, .cmds = T | M | G | D, .group = GROUP_RESOURCES,
 	  .metavar = "N", .help = "OpenMP threads per rank",
@@ -446,6 +462,15 @@ static int set_device(const char *shown, const char *s, xj_device_mode *out,
 	return XJ_OK;
 }
 
+static int set_precision(const char *shown, const char *s,
+			 xj_precision *out, xj_status *st)
+{
+	if (precision_parse(s, out) != 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s: unknown precision '%s' "
+			       "(fp32, tf32, bf16 or fp16)", shown, s);
+	return XJ_OK;
+}
+
 static int set_fraction(const char *shown, const char *s, double *out,
 			xj_status *st)
 {
@@ -515,6 +540,8 @@ static int set_option(xj_job *job, const struct opt *o, const char *value,
 		return set_metric(shown, value, field, st);
 	case K_DEVICE:
 		return set_device(shown, value, field, st);
+	case K_PRECISION:
+		return set_precision(shown, value, field, st);
 	case K_FLAG:
 	case K_NOT_FLAG:
 		b = 1;
