@@ -135,7 +135,7 @@ static const struct opt opts[] = {
 		  "OUT.h5.progress (starts fresh when there is none)" },
 	{ .name = "checkpoint-seconds", .kind = K_INT64,
 	  .offset = AT(checkpoint_s), .lo = 0, .hi = INT64_MAX,
-	  .cmds = T | M, .group = GROUP_JOB, .metavar = "S",
+	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "S",
 	  .help = "record progress at most every S seconds (and\n"
 		  "always when interrupted); 0: after every chunk",
 	  .def = "60" },

@@ -1008,10 +1008,10 @@ static void test_help_options(void)
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_TOPK),
 				"usage: xjoin topk -q QUERIES -b BASE -k K "
 				"[-m METRIC] [-t THRESHOLD] [--self] "
-				"-o OUT.h5 [--force] [options]"));
+				"-o OUT.h5 [--force] [--resume] [options]"));
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_MATRIX),
 				"usage: xjoin matrix -q QUERIES -b BASE "
-				"[-m METRIC] -o OUT.h5 [--force] [options]"));
+				"[-m METRIC] -o OUT.h5 [--force] [--resume] [options]"));
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_PLAN),
 				"usage: xjoin plan [topk|matrix] -q QUERIES "
 				"-b BASE [-k K]"));
