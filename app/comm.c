@@ -106,6 +106,9 @@ void comm_watch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
+	/* past a file size limit (ulimit -f) a write must fail with EFBIG,
+	 * which names the file, rather than kill the rank */
+	signal(SIGXFSZ, SIG_IGN);
 }
 
 int comm_interrupted(void)
@@ -117,7 +120,7 @@ int comm_agree(xj_comm *c, xj_status *st)
 {
 	if (caught_signal && st->code == XJ_OK)
 		xj_fail(st, XJ_EXIT_INTERRUPTED, "interrupted by signal %d "
-			"(%s) on %s; nothing was written", (int)caught_signal,
+			"(%s) on %s", (int)caught_signal,
 			strsignal(caught_signal), c->host);
 	int in[2] = { st->code, st->code ? c->rank : c->nranks };
 	int code, first;

@@ -31,12 +31,13 @@ static int read_rows(h5in *in, const h5in_info *info, xj_metric m,
 	return XJ_OK;
 }
 
-/* Check rows [row0, row0+rows) of one input slab by slab. On failure
- * *first_bad is the start of the failing slab (slabs of different ranks
- * never overlap, so the smallest one holds the first bad row). */
+/* Check rows [row0, row0+rows) of one input slab by slab and add their
+ * hashes to *fp (resume.h). On failure *first_bad is the start of the
+ * failing slab (slabs of different ranks never overlap, so the smallest
+ * one holds the first bad row). */
 static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 			  int64_t rows, int64_t slab, float *buf,
-			  int64_t *first_bad, xj_status *st)
+			  int64_t *first_bad, uint64_t *fp, xj_status *st)
 {
 	h5in *in = NULL;
 
@@ -46,11 +47,13 @@ static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 	if (h5in_open(info, &in, st))
 		return st->code;
 	for (int64_t r = row0; r < row0 + rows; r += slab) {
-		if (read_rows(in, info, m, r, min64(slab, row0 + rows - r), buf,
-			      st)) {
+		int64_t n = min64(slab, row0 + rows - r);
+
+		if (read_rows(in, info, m, r, n, buf, st)) {
 			*first_bad = r;
 			break;
 		}
+		*fp += resume_hash_rows(buf, n, info->cols, r);
 	}
 	h5in_close(in);
 	return st->code;
@@ -72,11 +75,29 @@ static int agree_first(xj_comm *c, int64_t key, xj_status *st)
 	return st->code;
 }
 
+/* Sum the ranks' row hashes; a resumed run's inputs must match the
+ * record (the same verdict on every rank: no agreement needed). */
+static int fingerprints(xj_run *run, uint64_t mine[2], xj_status *st)
+{
+	xj_progress *p = &run->prog;
+	uint64_t all[2];
+
+	MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM,
+				run->comm->world));
+	p->rec.q.fingerprint = all[0];
+	p->rec.b.fingerprint = all[1];
+	p->fingerprinted = 1;
+	if (p->resuming)
+		return resume_check_data(&p->old, &p->rec, st);
+	return XJ_OK;
+}
+
 int driver_validate(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
 	int64_t d = run->job->d, slab = run->pl.bchunk_rows, q0, qn, b0, bn;
 	int64_t bad;
+	uint64_t fp[2] = { 0, 0 };
 	float *buf;
 	double t0 = report_now();
 
@@ -89,19 +110,73 @@ int driver_validate(xj_run *run, xj_status *st)
 			    st);
 	if (buf) {
 		validate_range(&run->qinfo, run->job->metric, v->q0 + q0, qn,
-			       slab, buf, &bad, st);
+			       slab, buf, &bad, &fp[0], st);
 	} else {
 		bad = 0;
 	}
 	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
 		if (buf)
 			validate_range(&run->binfo, run->job->metric,
-				       v->b0 + b0, bn, slab, buf, &bad, st);
-		agree_first(run->comm, st->code ? bad : INT64_MAX, st);
+				       v->b0 + b0, bn, slab, buf, &bad, &fp[1],
+				       st);
+		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st))
+			fingerprints(run, fp, st);
 	}
 	free(buf);
 	report_add(run->rep, PH_VALIDATE, &t0);
 	return st->code;
+}
+
+/* ---- progress --------------------------------------------------------- */
+
+/* Query round r of every grid row is written: its rows are final. Every
+ * rank adds the same spans, so every rank holds the same record. */
+static int progress_round(xj_run *run, int64_t r, xj_status *st)
+{
+	int64_t qc = run->pl.qchunk_rows;
+
+	for (int i = 0; i < run->pl.pr; i++) {
+		plan_rank_view w;
+
+		plan_rank(&run->pin, &run->pl, i * run->pl.pc, &w);
+		if (r < w.nqchunks &&
+		    spans_add(&run->prog.rec.done, w.q0 + r * qc,
+			      min64(w.q0 + (r + 1) * qc, w.q0 + w.qrows), st))
+			return st->code;
+	}
+	return XJ_OK;
+}
+
+int driver_checkpoint(xj_run *run, int now, xj_status *st)
+{
+	xj_progress *p = &run->prog;
+	xj_comm *c = run->comm;
+	int due = now;
+	double t0 = report_now();
+
+	if (!p->fingerprinted)
+		return XJ_OK;
+	if (c->rank == 0 && !due)
+		due = t0 - p->last_save_s >= (double)run->job->checkpoint_s;
+	MPI_CHECK(MPI_Bcast(&due, 1, MPI_INT, 0, c->world));
+	if (!due)
+		return XJ_OK;
+	/* the rows are on disk before the record says so */
+	if (h5out_flush(run->out, st))
+		return st->code;
+	if (c->rank == 0 && !resume_save(p->path, &p->rec, st))
+		p->saved = 1;
+	MPI_CHECK(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, c->world));
+	MPI_CHECK(MPI_Bcast(&p->saved, 1, MPI_INT, 0, c->world));
+	p->last_save_s = report_now();
+	report_add(run->rep, PH_WRITE, &t0);
+	return st->code;
+}
+
+/* A query chunk whose rows an earlier run finished is skipped. */
+static int64_t rows_to_do(const xj_run *run, int64_t q0, int64_t qrows)
+{
+	return spans_covers(&run->prog.rec.done, q0, q0 + qrows) ? 0 : qrows;
 }
 
 /* ---- top-k ------------------------------------------------------------ */
@@ -218,6 +293,7 @@ int driver_topk(xj_run *run, xj_status *st)
 				min64(qc, v->q0 + v->qrows - q0) : 0;
 		double t0;
 
+		qrows = rows_to_do(run, q0, qrows);
 		if (qrows)
 			topk_local(run, qin, bin, q0, qrows, &b, st);
 		if (comm_agree(run->comm, st))
@@ -241,6 +317,9 @@ int driver_topk(xj_run *run, xj_status *st)
 				b.dist, st))
 			break;
 		report_add(run->rep, PH_WRITE, &t0);
+		if (progress_round(run, round, st) ||
+		    driver_checkpoint(run, 0, st))
+			break;
 	}
 out:
 	if (qin)
@@ -279,6 +358,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 				min64(qc, v->q0 + v->qrows - q0) : 0;
 		double t0 = report_now();
 
+		qrows = rows_to_do(run, q0, qrows);
 		if (qrows && v->brows)
 			read_rows(qin, &run->qinfo, run->job->metric, q0, qrows,
 				  q, st);
@@ -309,6 +389,9 @@ int driver_matrix(xj_run *run, xj_status *st)
 				goto out;
 			report_add(run->rep, PH_WRITE, &t0);
 		}
+		if (progress_round(run, qr, st) ||
+		    driver_checkpoint(run, 0, st))
+			goto out;
 	}
 out:
 	if (qin)

@@ -13,6 +13,12 @@
  *              it collectively as a hyperslab.
  * Every collective step is preceded by comm_agree, so no rank waits on a
  * rank that failed.
+ *
+ * Progress (app/resume.h): after each query round is written, its rows
+ * join run->prog.rec.done on every rank alike; at most every
+ * --checkpoint-seconds (rank 0 decides for all) the output is flushed and
+ * rank 0 saves the record. A resumed run skips every query chunk whose
+ * rows are all done.
  */
 #ifndef XJ_DRIVER_H
 #define XJ_DRIVER_H
@@ -24,6 +30,17 @@
 #include "job.h"
 #include "plan.h"
 #include "report.h"
+#include "resume.h"
+
+typedef struct xj_progress {
+	resume_record rec;      /* this job: fingerprints, rows final */
+	resume_record old;      /* the interrupted run's, when resuming */
+	int resuming;           /* rec.done started from old.done */
+	int fingerprinted;      /* rec's fingerprints are known */
+	int saved;              /* a record of this output is on disk */
+	double last_save_s;
+	char path[XJ_PATH_MAX + 16];
+} xj_progress;
 
 typedef struct xj_run {
 	const xj_job *job;
@@ -35,9 +52,13 @@ typedef struct xj_run {
 	xj_backend *be;
 	h5out *out;
 	xj_report *rep;
+	xj_progress prog;
 } xj_run;
 
 int driver_validate(xj_run *run, xj_status *st);
+/* Collective: flush the output and save the record, when due (rank 0
+ * decides) or when now is set. Nothing before fingerprints are known. */
+int driver_checkpoint(xj_run *run, int now, xj_status *st);
 int driver_topk(xj_run *run, xj_status *st);
 int driver_matrix(xj_run *run, xj_status *st);
 

@@ -10,6 +10,7 @@
  * verdict (comm_agree) before any collective step, then receives the job.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <omp.h>
@@ -31,6 +32,7 @@
 #include "options.h"
 #include "plan.h"
 #include "report.h"
+#include "resume.h"
 #include "version.h"
 
 /* Print the agreed error once (rank 0) and return its exit code. */
@@ -98,6 +100,110 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 			"%" PRId64 " candidate base rows: lists are padded "
 			"with -1\n", job->k, job->m - job->self);
 	return XJ_OK;
+}
+
+/* Rank 0, after the inputs are resolved: is there an interrupted run of
+ * this output, and may this run continue it? */
+static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
+{
+	xj_progress *p = &run->prog;
+	resume_record *old = &p->old;
+
+	resume_path(job->output, p->path, sizeof(p->path));
+	if (resume_fill(&p->rec, job, &run->qinfo, &run->binfo, st))
+		return st->code;
+	if (access(p->path, F_OK) != 0) {
+		if (job->resume)
+			fprintf(stderr, "xjoin: --resume: no interrupted run of "
+				"%s (no %s): starting fresh\n", job->output,
+				p->path);
+		return XJ_OK;
+	}
+	if (job->force) {
+		/* starting over: the old record must not outlive its file */
+		if (unlink(p->path) != 0)
+			return xj_fail(st, XJ_EXIT_RESOURCE, "cannot remove "
+				       "%s: %s", p->path, strerror(errno));
+		return XJ_OK;
+	}
+	if (resume_load(p->path, old, st))
+		return st->code;
+	if (!job->resume)
+		return xj_fail(st, XJ_EXIT_USAGE, "%s has an interrupted run "
+			       "(%" PRId64 " of %" PRId64 " query rows done, "
+			       "recorded in %s): continue it with --resume, or "
+			       "start over with --force", job->output,
+			       spans_rows(&old->done), old->q.rows, p->path);
+	if (resume_check_job(old, &p->rec, st))
+		return st->code;
+	p->rec.runs = old->runs + 1;
+	p->resuming = 1;
+	p->saved = 1;
+	fprintf(stderr, "xjoin: --resume: %" PRId64 " of %" PRId64 " query "
+		"rows were done by %" PRId64 " earlier run(s); continuing\n",
+		spans_rows(&old->done), job->n, old->runs);
+	return XJ_OK;
+}
+
+/* Rank 0's records to every rank; the spans travel after the struct. */
+static void progress_share(xj_progress *p, const xj_comm *c)
+{
+	xj_spans done = p->old.done;
+	int64_t n;
+
+	MPI_CHECK(MPI_Bcast(p, sizeof(*p), MPI_BYTE, 0, c->world));
+	memset(&p->rec.done, 0, sizeof(p->rec.done));   /* empty until run */
+	n = p->old.done.n;
+	if (c->rank != 0) {
+		memset(&done, 0, sizeof(done));
+		if (n && !(done.s = malloc((size_t)n * sizeof(done.s[0]))))
+			xj_abort(XJ_EXIT_RESOURCE, "out of memory for %" PRId64
+				 " progress spans", n);
+		done.n = done.cap = n;
+	}
+	p->old.done = done;
+	if (n)
+		MPI_CHECK(MPI_Bcast(done.s, (int)(2 * n), MPI_INT64_T, 0,
+				    c->world));
+}
+
+static int progress_copy_done(xj_progress *p, xj_status *st)
+{
+	for (int64_t i = 0; i < p->old.done.n; i++)
+		if (spans_add(&p->rec.done, p->old.done.s[i][0],
+			      p->old.done.s[i][1], st))
+			return st->code;
+	return XJ_OK;
+}
+
+/* A failed run keeps its partial output and record when they hold work:
+ * when interrupted (the record is brought up to date first) or when a
+ * record of it was already saved. Collective. */
+static int progress_keep(xj_run *run, xj_status *st)
+{
+	xj_progress *p = &run->prog;
+	xj_status ck;
+	size_t len;
+
+	if (!run->out)
+		return 0;
+	xj_ok(&ck);
+	if (st->code == XJ_EXIT_INTERRUPTED)
+		driver_checkpoint(run, 1, &ck);
+	if (!p->saved)
+		return 0;
+	xj_ok(&ck);
+	h5out_suspend(run->out, &ck);
+	/* the agreed message names the signal; add what was kept (the
+	 * paths are short enough in practice; a long one is cut) */
+	len = strlen(st->msg);
+	if (len < sizeof(st->msg) - 1)
+		snprintf(st->msg + len, sizeof(st->msg) - len, "; %" PRId64
+			 " of %" PRId64 " query rows are done, kept in "
+			 "%.400s.partial and %.400s: run the same command with "
+			 "--resume to continue", spans_rows(&p->rec.done),
+			 run->job->n, run->job->output, p->path);
+	return 1;
 }
 
 static int default_threads(const xj_comm *c)
@@ -196,6 +302,7 @@ static int write_attrs(const xj_run *run, int threads, xj_status *st)
 	    h5out_attr_i64(o, "base_rows", job->m, st) ||
 	    h5out_attr_i64(o, "dimension", job->d, st) ||
 	    h5out_attr_i64(o, "ranks", run->comm->nranks, st) ||
+	    h5out_attr_i64(o, "runs", run->prog.rec.runs, st) ||
 	    h5out_attr_str(o, "grid", grid, st) ||
 	    h5out_attr_str(o, "backends", run->be->name, st) ||
 	    h5out_attr_i64(o, "threads_per_rank", threads, st) ||
@@ -226,17 +333,21 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	double t0 = rep.t_start;
 
 	run.rep = &rep;
-	if (c->rank == 0)
-		resolve_inputs(job, &run.qinfo, &run.binfo, st);
+	if (c->rank == 0 && !resolve_inputs(job, &run.qinfo, &run.binfo, st) &&
+	    job->command != XJ_CMD_PLAN)
+		progress_start(job, &run, st);
 	if (comm_agree(c, st))
-		return st->code;
+		goto fail;
+	progress_share(&run.prog, c);
+	if (progress_copy_done(&run.prog, st))
+		xj_abort(st->code, "%s", st->msg);
 	MPI_CHECK(MPI_Bcast(job, sizeof(*job), MPI_BYTE, 0, c->world));
 	MPI_CHECK(MPI_Bcast(&run.qinfo, sizeof(run.qinfo), MPI_BYTE, 0,
 			    c->world));
 	MPI_CHECK(MPI_Bcast(&run.binfo, sizeof(run.binfo), MPI_BYTE, 0,
 			    c->world));
 	if (device_select(job, c, &dev, st))
-		return st->code;
+		goto fail;
 	if (c->rank == 0 && dev.note[0]) {
 		fprintf(stderr, "xjoin: %s\n", dev.note);
 		fflush(stderr);
@@ -251,7 +362,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	};
 	device_plan(&run.pin, &cfg, threads, &dev, &run.pl, st);
 	if (comm_agree(c, st))
-		return st->code;
+		goto fail;
 
 	print_ranks(c, threads, &dev);
 	if (c->rank == 0) {
@@ -270,9 +381,12 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		    run.view.nqchunks * run.view.nbchunks :
 		    (run.view.brows ? run.view.nqchunks : 0) *
 		    run.view.nbchunks);
-	if (h5out_create(c->world, job->output, job->force, &run.out, st))
+	if (run.prog.resuming ?
+	    h5out_reopen(c->world, job->output, &run.out, st) :
+	    h5out_create(c->world, job->output, job->force, &run.out, st))
 		goto fail;
 	report_add(&rep, PH_SETUP, &t0);
+	run.prog.last_save_s = report_now();
 	if (driver_validate(&run, st))
 		goto fail;
 	if (cmd == XJ_CMD_TOPK ? driver_topk(&run, st) :
@@ -284,13 +398,20 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		run.out = NULL;   /* finish released it */
 		goto fail;
 	}
+	if (c->rank == 0 && run.prog.saved)
+		unlink(run.prog.path);   /* the result is complete */
 	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
 	run.be->release(run.be);
+	spans_free(&run.prog.rec.done);
+	spans_free(&run.prog.old.done);
 	return XJ_OK;
 fail:
-	h5out_abort(run.out);
+	if (!progress_keep(&run, st))
+		h5out_abort(run.out);
 	if (run.be)
 		run.be->release(run.be);
+	spans_free(&run.prog.rec.done);
+	spans_free(&run.prog.old.done);
 	return st->code;
 }
 

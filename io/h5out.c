@@ -42,6 +42,7 @@ struct h5out {
 	int rank;
 	int nranks;
 	int force;
+	int reopened;            /* datasets exist: open, do not create */
 	hid_t file;
 	int ndset;
 	hid_t dset[H5OUT_SLOTS];
@@ -139,11 +140,18 @@ static int h5out_open_file(h5out *h, xj_status *st)
 	if (H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), st, XJ_EXIT_INTERNAL,
 		   "%s: file access list", h->partial))
 		return st->code;
-	if (!H5_TRY(H5Pset_fapl_mpio(fapl, h->comm, MPI_INFO_NULL), st,
-		    XJ_EXIT_INTERNAL, "%s: MPI-IO driver", h->partial))
+	if (H5_TRY(H5Pset_fapl_mpio(fapl, h->comm, MPI_INFO_NULL), st,
+		   XJ_EXIT_INTERNAL, "%s: MPI-IO driver", h->partial))
+		goto out;
+	if (h->reopened)
+		H5_TRY(h->file = H5Fopen(h->partial, H5F_ACC_RDWR, fapl), st,
+		       XJ_EXIT_INPUT, "%s: cannot reopen the interrupted "
+		       "run's output (start over with --force)", h->partial);
+	else
 		H5_TRY(h->file = H5Fcreate(h->partial, H5F_ACC_TRUNC,
 					   H5P_DEFAULT, fapl), st,
 		       XJ_EXIT_RESOURCE, "%s: cannot create", h->partial);
+out:
 	H5Pclose(fapl);
 	return st->code;
 }
@@ -155,14 +163,32 @@ static void h5out_drop(h5out *h, int opened_everywhere)
 {
 	if (h->file >= 0 && opened_everywhere)
 		H5Fclose(h->file);
-	if (h->rank == 0)
+	if (h->rank == 0 && !h->reopened)
 		unlink(h->partial);
 	MPI_Comm_free(&h->comm);
 	free(h);
 }
 
-int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
-		 xj_status *st)
+/* Rank 0's checks before an interrupted run's file is reopened. */
+static int h5out_check_reopen(const char *path, xj_status *st)
+{
+	char partial[XJ_PATH_MAX + 16];
+	struct stat sb;
+
+	if (h5out_check_path(path, 0, st))
+		return st->code;
+	h5out_partial_path(path, partial, sizeof(partial));
+	if (stat(partial, &sb) != 0)
+		return xj_fail(st, XJ_EXIT_INPUT, "%s: %s: the interrupted "
+			       "run's output is gone (start over with --force)",
+			       partial, strerror(errno));
+	if (!S_ISREG(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_INPUT, "%s is not a file", partial);
+	return XJ_OK;
+}
+
+static int h5out_open(MPI_Comm comm, const char *path, int force,
+		      int reopen, h5out **out, xj_status *st)
 {
 	h5out *h;
 	int rank, nranks, opened, opened_all = 0, i;
@@ -175,7 +201,9 @@ int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
 	    MPI_TRY(MPI_Comm_size(comm, &nranks), st, XJ_EXIT_INTERNAL,
 		    "output %s: communicator size", path))
 		return st->code;
-	if (rank == 0)
+	if (rank == 0 && reopen)
+		h5out_check_reopen(path, st);
+	else if (rank == 0)
 		h5out_check_path(path, force, st);
 	if (MPI_TRY(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, comm), st,
 		    XJ_EXIT_INTERNAL, "output %s: sharing checks", path) ||
@@ -195,6 +223,7 @@ int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
 	h->rank = rank;
 	h->nranks = nranks;
 	h->force = force;
+	h->reopened = reopen;
 	strcpy(h->path, path);
 	h5out_partial_path(path, h->partial, sizeof(h->partial));
 	if (MPI_TRY(MPI_Comm_dup(comm, &h->comm), st, XJ_EXIT_INTERNAL,
@@ -214,6 +243,18 @@ int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
 	}
 	*out = h;
 	return XJ_OK;
+}
+
+int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
+		 xj_status *st)
+{
+	return h5out_open(comm, path, force, 0, out, st);
+}
+
+int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
+		 xj_status *st)
+{
+	return h5out_open(comm, path, 0, 1, out, st);
 }
 
 /* Chunks of chunk_rows x cols, cut to at most H5OUT_CHUNK_BYTES: fewer
@@ -305,14 +346,64 @@ out:
 	return st->code;
 }
 
+/* The interrupted run's dataset: same type class and shape, or refused. */
+static int h5out_open_dataset(h5out *h, const char *name, h5out_type type,
+			      int64_t rows, int64_t cols, xj_status *st)
+{
+	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
+	hid_t ftype = H5I_INVALID_HID;
+	hsize_t dims[2] = { 0, 0 };
+	int ok = 0;
+
+	if (H5_TRY(dset = H5Dopen2(h->file, name, H5P_DEFAULT), st,
+		   XJ_EXIT_INPUT, "%s: no dataset %s (start over with --force)",
+		   h->partial, name) ||
+	    H5_TRY(space = H5Dget_space(dset), st, XJ_EXIT_INPUT,
+		   "%s:%s: dataspace", h->partial, name) ||
+	    H5_TRY(ftype = H5Dget_type(dset), st, XJ_EXIT_INPUT,
+		   "%s:%s: type", h->partial, name))
+		goto out;
+	ok = H5Sget_simple_extent_ndims(space) == 2 &&
+	     H5Sget_simple_extent_dims(space, dims, NULL) == 2 &&
+	     dims[0] == (hsize_t)rows && dims[1] == (hsize_t)cols &&
+	     H5Tget_class(ftype) == (type == H5OUT_I64 ? H5T_INTEGER :
+						       H5T_FLOAT) &&
+	     H5Tget_size(ftype) == (type == H5OUT_I64 ? 8 : 4);
+	if (!ok)
+		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: not the %lld x %lld dataset "
+			"this job writes (start over with --force)",
+			h->partial, name, (long long)rows, (long long)cols);
+out:
+	if (ftype >= 0)
+		H5Tclose(ftype);
+	if (space >= 0)
+		H5Sclose(space);
+	if (st->code) {
+		if (dset >= 0)
+			H5Dclose(dset);
+		return st->code;
+	}
+	h->dset[h->ndset] = dset;
+	h->type[h->ndset] = type;
+	h->rows[h->ndset] = rows;
+	h->cols[h->ndset] = cols;
+	strcpy(h->name[h->ndset], name);
+	return XJ_OK;
+}
+
 int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 		      int64_t rows, int64_t cols, int64_t chunk_rows,
 		      int *slot, xj_status *st)
 {
 	xj_ok(st);
 	*slot = -1;
-	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st))
-		h5out_make_dataset(h, name, type, rows, cols, chunk_rows, st);
+	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st)) {
+		if (h->reopened)
+			h5out_open_dataset(h, name, type, rows, cols, st);
+		else
+			h5out_make_dataset(h, name, type, rows, cols,
+					   chunk_rows, st);
+	}
 	if (h5out_agree(h, st)) {
 		/* created here but not everywhere: forget it, the file is
 		 * going to be aborted */
@@ -417,6 +508,14 @@ out:
 	if (fspace >= 0)
 		H5Sclose(fspace);
 	return st->code;
+}
+
+int h5out_flush(h5out *h, xj_status *st)
+{
+	xj_ok(st);
+	H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
+	       "%s: flushing", h->partial);
+	return h5out_agree(h, st);
 }
 
 /* Create (replacing an old one) and write a scalar root attribute. */
@@ -544,6 +643,18 @@ int h5out_finish(h5out *h, xj_status *st)
 	}
 	MPI_TRY(MPI_Barrier(h->comm), st, XJ_EXIT_INTERNAL, "%s: barrier",
 		h->partial);
+	MPI_Comm_free(&h->comm);
+	free(h);
+	return st->code;
+}
+
+int h5out_suspend(h5out *h, xj_status *st)
+{
+	xj_ok(st);
+	if (!h)
+		return XJ_OK;
+	h5out_close_all(h, 1, st);
+	h5out_agree(h, st);
 	MPI_Comm_free(&h->comm);
 	free(h);
 	return st->code;

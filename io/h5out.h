@@ -1,14 +1,16 @@
 /*
  * h5out.h: writing results with parallel HDF5, all-or-nothing.
  *
- * defines: h5out, h5out_type, h5out_create, h5out_add_dataset, h5out_write,
- *          h5out_attr_str, h5out_attr_i64, h5out_attr_f64, h5out_finish,
- *          h5out_abort, h5out_partial_path
+ * defines: h5out, h5out_type, h5out_create, h5out_reopen, h5out_add_dataset,
+ *          h5out_write, h5out_flush, h5out_attr_str, h5out_attr_i64,
+ *          h5out_attr_f64, h5out_finish, h5out_suspend, h5out_abort,
+ *          h5out_partial_path
  *
  * The file is created as "<path>.partial" through MPI-IO and renamed to
  * <path> only by h5out_finish, after every rank wrote and the file closed:
  * a file at the output path is always a finished result. h5out_abort
- * removes the partial file.
+ * removes the partial file; h5out_suspend keeps it for h5out_reopen (an
+ * interrupted run that is resumed later: app/resume.h).
  *
  * Every function here is COLLECTIVE over the communicator given to
  * h5out_create and must be called by all its ranks with the same
@@ -36,6 +38,13 @@ void h5out_partial_path(const char *path, char *buf, size_t size);
 int h5out_create(MPI_Comm comm, const char *path, int force, h5out **out,
 		 xj_status *st);
 
+/* Open an existing "<path>.partial" for writing (to resume). Fails with
+ * XJ_EXIT_USAGE if <path> exists, XJ_EXIT_INPUT if the partial file is
+ * missing or unreadable. Datasets are then opened, not created, by
+ * h5out_add_dataset, which checks their type and shape. */
+int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
+		 xj_status *st);
+
 /* Add a 2-D dataset rows x cols. chunk_rows > 0 makes it chunked with
  * chunks of chunk_rows x cols (capped to keep a chunk <= 4 MiB), 0 makes
  * it contiguous. Returns a slot >= 0 in *slot for h5out_write. */
@@ -47,6 +56,9 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
  * (rows x cols, row-major) collectively. rows or cols may be 0. */
 int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 		int64_t col0, int64_t cols, const void *buf, xj_status *st);
+
+/* Flush everything written so far to disk (MPI_File_sync underneath). */
+int h5out_flush(h5out *h, xj_status *st);
 
 /* Root attributes (same value on every rank). */
 int h5out_attr_str(h5out *h, const char *name, const char *value,
@@ -60,5 +72,9 @@ int h5out_finish(h5out *h, xj_status *st);
 /* Close if open, remove the partial file, free h. Safe on NULL. Collective
  * when the file is open. */
 void h5out_abort(h5out *h);
+
+/* Flush and close, keeping the partial file; free h. Safe on NULL.
+ * Collective when the file is open. */
+int h5out_suspend(h5out *h, xj_status *st);
 
 #endif

@@ -25,7 +25,10 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
   config          INI job file, command line over INI
   plan            `xjoin plan` prints the grid and writes nothing
   gen             `xjoin gen` shapes and determinism
-  interrupt       SIGTERM to the ranks: exit 5, nothing left behind
+  interrupt       SIGTERM to the ranks: exit 5, no output, the partial
+                  file kept; --resume finishes it bit-identically
+  resume          refused mismatches, SIGKILL of a rank, other rank
+                  counts and chunks, changed inputs, matrix, --force
   devices         `xjoin devices` lists every rank; --device gpu without
                   a GPU exits 4; --device auto and cpu agree bit for bit
 """
@@ -955,53 +958,237 @@ def case_gen(ctx, ranks):
                    ctx.path("out.h5"), ref, "topk on generated data")
 
 
-def case_interrupt(ctx, ranks):
-    """SIGTERM to every rank mid-run, as a batch system's cancel does:
-    exit 5 within seconds, no output and no partial file left."""
-    f = ctx.path("big.h5")
-    if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
-                          4000, "--seed", 5, "-o", f], "gen input"):
-        return
-    nranks = ranks[0] if len(ranks) == 1 else 2
-    out = ctx.path("int-out.h5")
-    # one-row chunks: minutes of work, so the signal lands mid-run
-    argv = ["topk", "-q", f, "-b", f, "-k", 10, "--chunk-rows", 1,
-            "-o", out]
+def _progress_rows(path):
+    """rows done in a progress record, or -1 when it does not exist yet."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return -1
+    m = re.search(r"^rows_done = (\d+) of", text, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def _file_bytes(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _start_and_wait(ctx, nranks, argv, progress, more_than=0):
+    """Start a run and return it once its progress record shows more than
+    more_than rows done, with its rank pids; None when it ended first."""
     print("[np%d] xjoin %s" % (nranks, " ".join(map(str, argv))), flush=True)
     p = ctx.start(nranks, argv)
-    # start-up time varies with machine load: wait for the ranks to exist,
-    # then give them a moment to be inside the chunk loop
-    kids, waited = [], 0.0
-    while p.poll() is None and len(kids) < nranks and waited < 30:
-        time.sleep(0.25)
-        waited += 0.25
-        kids = _children(p.pid)
-    time.sleep(1.5)
-    kids = _children(p.pid)
-    if not ctx.check(p.poll() is None and len(kids) == nranks,
-                     "the job ended or has %d rank processes after %.1f s; "
-                     "make it longer" % (len(kids), waited + 1.5)):
-        _kill_group(p)
-        p.communicate()
-        return
     t0 = time.time()
-    for pid in kids:
-        os.kill(pid, signal.SIGTERM)
+    while p.poll() is None and time.time() - t0 < 120:
+        if _progress_rows(progress) > more_than:
+            kids = _children(p.pid)
+            if len(kids) == nranks:
+                return p, kids
+        time.sleep(0.05)
+    _kill_group(p)
+    sout, serr = p.communicate()
+    ctx.check(False, "the run ended (exit %s) or stalled before recording "
+              "progress past %d rows" % (p.returncode, more_than))
+    _dump(sout, serr)
+    return None, []
+
+
+def _finish(ctx, p, what):
+    """Wait (bounded) for a signalled run; returns (rc, out, err, dt)."""
+    t0 = time.time()
     try:
         sout, serr = p.communicate(timeout=ERROR_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         _kill_group(p)
         sout, serr = p.communicate()
     dt = time.time() - t0
-    print("  -> %s, %.2f s after SIGTERM" % (p.returncode, dt), flush=True)
-    ok = ctx.check(p.returncode == 5, "SIGTERM to the ranks: exit %s, "
-                   "expected 5 (interrupted)" % p.returncode)
+    print("  -> %s, %.2f s after %s" % (p.returncode, dt, what), flush=True)
+    return p.returncode, sout, serr, dt
+
+
+def case_interrupt(ctx, ranks):
+    """SIGTERM to every rank mid-run, as a batch system's cancel does:
+    exit 5 within seconds, nothing at the output path, the partial file
+    and its progress record kept; --resume finishes it bit-identically."""
+    f = ctx.path("big.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
+                          3000, "--seed", 5, "-o", f], "gen input"):
+        return
+    nranks = ranks[0] if len(ranks) == 1 else 2
+    ref, out = ctx.path("ref.h5"), ctx.path("int-out.h5")
+    job = ["topk", "-q", f, "-b", f, "-k", 10]
+    if not ctx.run_ok(nranks, job + ["-o", ref], "uninterrupted run"):
+        return
+    # small chunks and a record after every one: many chunk boundaries
+    argv = job + ["--chunk-rows", 30, "--checkpoint-seconds", 0, "-o", out]
+    p, kids = _start_and_wait(ctx, nranks, argv, out + ".progress")
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    rc, sout, serr, dt = _finish(ctx, p, "SIGTERM")
+    ok = ctx.check(rc == 5, "SIGTERM to the ranks: exit %s, expected 5 "
+                   "(interrupted)" % rc)
     ok &= ctx.check(dt < 30, "SIGTERM: took %.1f s to stop" % dt)
     ok &= ctx.check(not os.path.exists(out), "SIGTERM: output written")
-    ok &= ctx.check(not os.path.exists(out + ".partial"),
-                    "SIGTERM: %s.partial left behind" % out)
+    ok &= ctx.check(os.path.exists(out + ".partial") and
+                    _progress_rows(out + ".progress") > 0,
+                    "SIGTERM: partial file or progress record missing")
+    ok &= ctx.check("--resume" in serr, "SIGTERM: the message does not "
+                    "say how to continue")
     if not ok:
         _dump(sout, serr)
+        return
+    if ctx.run_ok(nranks, argv[:-2] + ["--resume", "-o", out],
+                  "--resume after SIGTERM"):
+        ctx.check(_same_results(ref, out), "resumed output differs from "
+                  "the uninterrupted run")
+        ctx.check(not os.path.exists(out + ".partial") and
+                  not os.path.exists(out + ".progress"),
+                  "partial file or progress record left after resuming")
+
+
+def _check_refused(ctx, nranks, argv, code, needle, kept, what):
+    """A run that must fail with code and needle, leaving the files in kept
+    byte-identical."""
+    before = {k: _file_bytes(k) for k in kept}
+    rc, sout, serr, _ = ctx.run(nranks, argv, timeout=ERROR_TIMEOUT_S)
+    ok = ctx.check(rc == code, "%s: exit %s, expected %d" % (what, rc, code))
+    ok &= ctx.check(re.search(needle, serr) is not None,
+                    "%s: message does not match %r" % (what, needle))
+    for k, v in before.items():
+        ok &= ctx.check(os.path.exists(k) and _file_bytes(k) == v,
+                        "%s: %s changed" % (what, os.path.basename(k)))
+    if not ok:
+        _dump(sout, serr)
+
+
+def case_resume(ctx, ranks):
+    """Resume: refused mismatches, SIGKILL of one rank, a changed rank
+    count and chunk size, changed input values, matrix, --force, and
+    --resume with nothing to resume."""
+    f = ctx.path("in.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
+                          3000, "--seed", 7, "-o", f], "gen input"):
+        return
+    ref, out = ctx.path("ref.h5"), ctx.path("out.h5")
+    prog, part = out + ".progress", out + ".partial"
+    job = ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine"]
+    slow = ["--chunk-rows", 30, "--checkpoint-seconds", 0]
+    if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted run"):
+        return
+
+    # --resume with nothing to resume starts fresh and says so
+    fresh = ctx.path("fresh.h5")
+    rc, sout, serr, _ = ctx.run(2, job + ["--resume", "-o", fresh])
+    ctx.check(rc == 0 and "starting fresh" in serr and
+              _same_results(ref, fresh), "--resume with nothing to resume: "
+              "exit %s, expected 0 with 'starting fresh'" % rc)
+
+    # SIGKILL of one rank: the job ends within seconds, non-zero
+    p, kids = _start_and_wait(ctx, 2, job + slow + ["-o", out], prog)
+    if not p:
+        return
+    os.kill(max(kids), signal.SIGKILL)
+    rc, sout, serr, dt = _finish(ctx, p, "SIGKILL of one rank")
+    ctx.check(rc not in (0, None) and dt < 20, "SIGKILL of one rank: exit "
+              "%s after %.1f s, expected non-zero within 20 s" % (rc, dt))
+    ctx.check(not os.path.exists(out), "SIGKILL: output written")
+    if not ctx.check(os.path.exists(part) and _progress_rows(prog) > 0,
+                     "SIGKILL: partial file or progress record missing"):
+        return
+    kept = [part, prog]
+    _check_refused(ctx, 2, job + ["-o", out], 2, r"interrupted run.*--resume",
+                   kept, "rerun without --resume")
+    _check_refused(ctx, 2, ["topk", "-q", f, "-b", f, "-k", 11, "-m",
+                            "cosine", "--resume", "-o", out], 2,
+                   r"-k differs.*had 10.*has 11", kept, "--resume with -k 11")
+    _check_refused(ctx, 2, ["topk", "-q", f, "-b", f, "-k", 10, "--resume",
+                            "-o", out], 2, r"--metric differs", kept,
+                   "--resume with another metric")
+
+    # three ranks, other chunks, interrupted again with SIGUSR1
+    done = _progress_rows(prog)
+    p, kids = _start_and_wait(ctx, 3, job + ["--chunk-rows", 37,
+                                             "--checkpoint-seconds", 0,
+                                             "--resume", "-o", out],
+                              prog, more_than=done)
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGUSR1)
+    rc, sout, serr, _ = _finish(ctx, p, "SIGUSR1")
+    ctx.check(rc == 5, "SIGUSR1 on a resumed run: exit %s, expected 5" % rc)
+    ctx.check(_progress_rows(prog) > done, "the resumed run recorded no "
+              "progress (%d rows before)" % done)
+
+    # one rank, automatic chunks: finishes, bit-identical
+    rc, sout, serr, _ = ctx.run(1, job + ["--resume", "-o", out])
+    ok = ctx.check(rc == 0 and "continuing" in serr,
+                   "final --resume: exit %s" % rc)
+    ok &= ctx.check(_same_results(ref, out), "resumed output differs from "
+                    "the uninterrupted run")
+    ok &= ctx.check(not os.path.exists(part) and not os.path.exists(prog),
+                    "partial file or progress record left after finishing")
+    if ok:
+        with h5py.File(out, "r") as fh:
+            ctx.check(int(fh.attrs["runs"]) == 3, "attribute runs = %s, "
+                      "expected 3" % fh.attrs.get("runs"))
+    if not ok:
+        _dump(sout, serr)
+    _resume_changed_input(ctx, job, slow)
+    _resume_matrix(ctx)
+
+
+def _resume_changed_input(ctx, job, slow):
+    """Values changed between the runs: refused, naming the input; --force
+    starts over and removes the old record."""
+    f = ctx.path("copy.h5")
+    shutil.copy(ctx.path("in.h5"), f)
+    out = ctx.path("changed.h5")
+    argv = [f if a == ctx.path("in.h5") else a for a in job]
+    p, kids = _start_and_wait(ctx, 2, argv + slow + ["-o", out],
+                              out + ".progress")
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    _finish(ctx, p, "SIGTERM")
+    with h5py.File(f, "r+") as fh:
+        row = fh["train"][19999]
+        row[3] = np.nextafter(row[3], np.float32(np.inf))
+        fh["train"][19999] = row
+    _check_refused(ctx, 2, argv + ["--resume", "-o", out], 3,
+                   r"base values in .*copy\.h5:/train changed",
+                   [out + ".partial", out + ".progress"],
+                   "--resume after the base changed")
+    rc, sout, serr, _ = ctx.run(2, argv + ["--force", "-o", out])
+    ctx.check(rc == 0 and not os.path.exists(out + ".progress"),
+              "--force over an interrupted run: exit %s" % rc)
+
+
+def _resume_matrix(ctx):
+    """The full matrix resumes by query rounds too."""
+    f = ctx.path("m.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 3000, "--dim", 16, "--queries",
+                          2000, "--seed", 9, "-o", f], "gen matrix input"):
+        return
+    ref, out = ctx.path("mref.h5"), ctx.path("mout.h5")
+    job = ["matrix", "-q", f, "-b", f, "-m", "l2"]
+    if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted matrix"):
+        return
+    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
+                                             "--checkpoint-seconds", 0,
+                                             "-o", out], out + ".progress")
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
+    ctx.check(rc == 5, "matrix SIGTERM: exit %s, expected 5" % rc)
+    if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
+        ctx.check(_same_results(ref, out), "resumed matrix differs")
 
 
 def _gpu_here():
@@ -1204,6 +1391,7 @@ CASES = {
     "plan": case_plan,
     "gen": case_gen,
     "interrupt": case_interrupt,
+    "resume": case_resume,
     "devices": case_devices,
 }
 

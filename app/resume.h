@@ -1,0 +1,102 @@
+/*
+ * resume.h: the progress record that lets an interrupted run continue.
+ *
+ * defines: xj_spans, resume_input, resume_record, resume_path,
+ *          spans_add, spans_covers, spans_rows, spans_free,
+ *          resume_hash_rows, resume_fill, resume_save, resume_load,
+ *          resume_check_job, resume_check_data
+ *
+ * A run writes its rows into OUT.partial; its record, OUT.progress, is a
+ * small INI file (read back with libinih) that says which query rows of
+ * OUT.partial are final. Rank 0 replaces it atomically (temporary file,
+ * fsync, rename) only after every rank's writes of those rows were flushed
+ * (h5out_flush), so the record never claims a row that is not on disk. A
+ * kill at any moment leaves either the old record or the new one.
+ *
+ * The record holds what decides the result, so that --resume can refuse a
+ * different job and say what differs:
+ *   [job]       command, metric, k, threshold, self
+ *   [query] and [base]   file (real path), dataset, shape, stored type, and
+ *               a fingerprint of the values: the sum over rows (mod 2^64)
+ *               of a 64-bit hash of (row index, the row as float32). Each
+ *               row is hashed once, by whichever rank validates it, so the
+ *               sum does not depend on rank count or chunk sizes.
+ *   [progress]  the final query rows as sorted disjoint spans [a, b)
+ * What it does not hold (ranks, chunk sizes, memory, device, threads) may
+ * change between runs, since results do not depend on it: a resumed run
+ * recomputes every query chunk not wholly inside a span, and a recomputed
+ * row has the same bits as the one already written.
+ */
+#ifndef XJ_RESUME_H
+#define XJ_RESUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../io/h5in.h"
+#include "job.h"
+#include "status.h"
+
+/* Sorted, disjoint, non-adjacent spans [s[i][0], s[i][1]) of rows. */
+typedef struct xj_spans {
+	int64_t n, cap;
+	int64_t (*s)[2];
+} xj_spans;
+
+/* Add [a, b), merging with neighbours. XJ_EXIT_RESOURCE when out of
+ * memory. */
+int spans_add(xj_spans *sp, int64_t a, int64_t b, xj_status *st);
+/* 1 when [a, b) lies inside one span. */
+int spans_covers(const xj_spans *sp, int64_t a, int64_t b);
+/* Rows in all spans. */
+int64_t spans_rows(const xj_spans *sp);
+void spans_free(xj_spans *sp);
+
+typedef struct resume_input {
+	char file[XJ_PATH_MAX];       /* real path */
+	char dset[XJ_NAME_MAX];
+	char type[32];
+	int64_t rows, cols;
+	uint64_t fingerprint;
+} resume_input;
+
+typedef struct resume_record {
+	char command[16];
+	char metric[16];
+	int64_t k;
+	int has_threshold;
+	double threshold;
+	int self;
+	resume_input q, b;
+	int64_t runs;                 /* runs that worked on this output */
+	xj_spans done;
+} resume_record;
+
+/* "<output>.progress" into buf. */
+void resume_path(const char *output, char *buf, size_t size);
+
+/* Sum of the hashes of rows [row0, row0 + rows) of x (rows x d). */
+uint64_t resume_hash_rows(const float *x, int64_t rows, int64_t d,
+			  int64_t row0);
+
+/* The record of this job (fingerprints and spans left empty). */
+int resume_fill(resume_record *r, const xj_job *job, const h5in_info *qi,
+		const h5in_info *bi, xj_status *st);
+
+/* Write r to path atomically. XJ_EXIT_RESOURCE naming the path. */
+int resume_save(const char *path, const resume_record *r, xj_status *st);
+
+/* Read path into r (spans allocated; spans_free(&r->done) when done).
+ * A missing file is XJ_EXIT_USAGE; a malformed one XJ_EXIT_INPUT with
+ * FILE:LINE. */
+int resume_load(const char *path, resume_record *r, xj_status *st);
+
+/* Does the job recorded in old match now? XJ_EXIT_USAGE naming the first
+ * difference (option or input). */
+int resume_check_job(const resume_record *old, const resume_record *now,
+		     xj_status *st);
+/* Do the inputs' values match? XJ_EXIT_INPUT naming the input. */
+int resume_check_data(const resume_record *old, const resume_record *now,
+		      xj_status *st);
+
+#endif
