@@ -179,6 +179,22 @@ static int64_t rows_to_do(const xj_run *run, int64_t q0, int64_t qrows)
 	return spans_covers(&run->prog.rec.done, q0, q0 + qrows) ? 0 : qrows;
 }
 
+int64_t driver_chunks_todo(const xj_run *run)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t qc = run->pl.qchunk_rows, rounds = 0;
+
+	if (!v->brows)
+		return 0;
+	for (int64_t r = 0; r < v->nqchunks; r++) {
+		int64_t q0 = v->q0 + r * qc;
+
+		rounds += rows_to_do(run, q0, min64(qc, v->q0 + v->qrows - q0))
+			  > 0;
+	}
+	return rounds * v->nbchunks;
+}
+
 /* ---- top-k ------------------------------------------------------------ */
 
 typedef struct topk_bufs {

@@ -55,6 +55,9 @@ typedef struct xj_run {
 	xj_progress prog;
 } xj_run;
 
+/* Backend calls this rank makes (for progress lines): query chunks not
+ * yet done times base chunks. */
+int64_t driver_chunks_todo(const xj_run *run);
 int driver_validate(xj_run *run, xj_status *st);
 /* Collective: flush the output and save the record, when due (rank 0
  * decides) or when now is set. Nothing before fingerprints are known. */

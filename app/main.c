@@ -377,10 +377,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		goto fail;
 	comm_grid(c, run.pl.pc, st);
 	plan_rank(&run.pin, &run.pl, c->rank, &run.view);
-	report_init(&rep, job->progress, cmd == XJ_CMD_TOPK ?
-		    run.view.nqchunks * run.view.nbchunks :
-		    (run.view.brows ? run.view.nqchunks : 0) *
-		    run.view.nbchunks);
+	report_init(&rep, job->progress, driver_chunks_todo(&run));
 	if (run.prog.resuming ?
 	    h5out_reopen(c->world, job->output, &run.out, st) :
 	    h5out_create(c->world, job->output, job->force, &run.out, st))
