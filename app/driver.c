@@ -31,14 +31,17 @@ static int read_rows(h5in *in, const h5in_info *info, xj_metric m,
 	return XJ_OK;
 }
 
-/* Check rows [row0, row0+rows) of one input slab by slab and add their
- * hashes to *fp (resume.h). On failure *first_bad is the start of the
- * failing slab (slabs of different ranks never overlap, so the smallest
- * one holds the first bad row). */
+/* Read and check rows [row0, row0+rows) slab by slab: into keep (rows x
+ * cols, the resident copy) when given, else through the slab buffer buf.
+ * The rows inside [h0, h1), this rank's share, are hashed into *fp
+ * (resume.h). On failure *first_bad is the start of the failing slab: the
+ * smallest over the ranks holds the first bad row. */
 static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
-			  int64_t rows, int64_t slab, float *buf,
-			  int64_t *first_bad, uint64_t *fp, xj_status *st)
+			  int64_t rows, int64_t slab, float *buf, float *keep,
+			  int64_t h0, int64_t h1, int64_t *first_bad,
+			  uint64_t *fp, xj_status *st)
 {
+	int64_t d = info->cols;
 	h5in *in = NULL;
 
 	*first_bad = INT64_MAX;
@@ -48,12 +51,15 @@ static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 		return st->code;
 	for (int64_t r = row0; r < row0 + rows; r += slab) {
 		int64_t n = min64(slab, row0 + rows - r);
+		int64_t lo = r > h0 ? r : h0, hi = min64(r + n, h1);
+		float *x = keep ? keep + (r - row0) * d : buf;
 
-		if (read_rows(in, info, m, r, n, buf, st)) {
+		if (read_rows(in, info, m, r, n, x, st)) {
 			*first_bad = r;
 			break;
 		}
-		*fp += resume_hash_rows(buf, n, info->cols, r);
+		if (lo < hi)
+			*fp += resume_hash_rows(x + (lo - r) * d, hi - lo, d, lo);
 	}
 	h5in_close(in);
 	return st->code;
@@ -92,39 +98,107 @@ static int fingerprints(xj_run *run, uint64_t mine[2], xj_status *st)
 	return XJ_OK;
 }
 
+/*
+ * Keep this rank's query block and base shard in memory after validation
+ * when they fit beside the plan's peak: then no input row is read twice
+ * (validation, then once per query chunk). Every rank decides alike from
+ * the plan, then all agree that every rank got the memory.
+ */
+static void resident_start(xj_run *run)
+{
+	const plan_rank_view *v = &run->view;
+	int64_t d = run->job->d;
+	int64_t bytes = (run->pl.qblock_max + run->pl.bshard_max) * d * 4;
+	int ok, all;
+
+	if (run->pl.peak_bytes + bytes > plan_usable_bytes(&run->pin))
+		return;
+	run->resq = malloc((size_t)(v->qrows * d + 1) * sizeof(float));
+	run->resb = malloc((size_t)(v->brows * d + 1) * sizeof(float));
+	ok = run->resq && run->resb;
+	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND,
+				run->comm->world));
+	if (all) {
+		xj_log0("# inputs resident: %.1f MiB per rank at most, every "
+			"row read once\n", (double)bytes / (1 << 20));
+		return;
+	}
+	free(run->resq);
+	free(run->resb);
+	run->resq = run->resb = NULL;
+}
+
+void driver_release(xj_run *run)
+{
+	free(run->resq);
+	free(run->resb);
+	run->resq = run->resb = NULL;
+}
+
+/* Resident: every rank reads and checks its whole block and shard (the
+ * rows it computes on) and hashes only its share. Streaming: each row is
+ * read and checked by exactly one rank, through a slab buffer. The shares:
+ * my query block split over my row's Pc ranks, my base shard over my
+ * column's Pr ranks. */
 int driver_validate(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
 	int64_t d = run->job->d, slab = run->pl.bchunk_rows, q0, qn, b0, bn;
 	int64_t bad;
 	uint64_t fp[2] = { 0, 0 };
-	float *buf;
+	xj_metric m = run->job->metric;
+	float *buf = NULL;
+	int res;
 	double t0 = report_now();
 
-	/* split my query block over my row's Pc ranks and my base shard over
-	 * my column's Pr ranks: each row is checked by exactly one rank */
+	resident_start(run);
+	res = run->resq != NULL;
 	plan_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
 	plan_block(v->brows, run->pl.pr, v->row, &b0, &bn);
+	q0 += v->q0;
+	b0 += v->b0;
 	slab = slab > run->pl.qchunk_rows ? slab : run->pl.qchunk_rows;
-	buf = alloc_or_fail((size_t)(slab * d), sizeof(float), "validation",
-			    st);
-	if (buf) {
-		validate_range(&run->qinfo, run->job->metric, v->q0 + q0, qn,
-			       slab, buf, &bad, &fp[0], st);
-	} else {
-		bad = 0;
-	}
+	if (!res)
+		buf = alloc_or_fail((size_t)(slab * d), sizeof(float),
+				    "validation", st);
+	bad = 0;
+	if (res)
+		validate_range(&run->qinfo, m, v->q0, v->qrows, slab, NULL,
+			       run->resq, q0, q0 + qn, &bad, &fp[0], st);
+	else if (buf)
+		validate_range(&run->qinfo, m, q0, qn, slab, buf, NULL, q0,
+			       q0 + qn, &bad, &fp[0], st);
 	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
-		if (buf)
-			validate_range(&run->binfo, run->job->metric,
-				       v->b0 + b0, bn, slab, buf, &bad, &fp[1],
-				       st);
+		if (res)
+			validate_range(&run->binfo, m, v->b0, v->brows, slab,
+				       NULL, run->resb, b0, b0 + bn, &bad,
+				       &fp[1], st);
+		else
+			validate_range(&run->binfo, m, b0, bn, slab, buf, NULL,
+				       b0, b0 + bn, &bad, &fp[1], st);
 		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st))
 			fingerprints(run, fp, st);
 	}
 	free(buf);
 	report_add(run->rep, PH_VALIDATE, &t0);
 	return st->code;
+}
+
+/* Rows [row0, row0+rows) of an input: a view into the resident copy, or
+ * read (and checked) into buf. */
+static const float *input_rows(xj_run *run, h5in *in, int base,
+			       int64_t row0, int64_t rows, float *buf,
+			       xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	const float *res = base ? run->resb : run->resq;
+
+	if (res)
+		return res + (row0 - (base ? v->b0 : v->q0)) * run->job->d;
+	if (read_rows(in, base ? &run->binfo : &run->qinfo, run->job->metric,
+		      row0, rows, buf, st))
+		return NULL;
+	return buf;
 }
 
 /* ---- progress --------------------------------------------------------- */
@@ -245,18 +319,19 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 	int64_t d = run->job->d, bc = run->pl.bchunk_rows;
 	xj_backend *be = run->be;
 	double t0 = report_now();
-	xj_rows q = { b->q, qrows, d, q0 };
+	xj_rows q = { NULL, qrows, d, q0 };
 
-	if (read_rows(qin, &run->qinfo, run->job->metric, q0, qrows, b->q, st))
+	q.x = input_rows(run, qin, 0, q0, qrows, b->q, st);
+	if (!q.x)
 		return st->code;
 	report_add(run->rep, PH_READ, &t0);
 	if (be->topk_begin(be, &q, st))
 		return st->code;
 	for (int64_t r = v->b0; r < v->b0 + v->brows; r += bc) {
-		xj_rows br = { b->b, min64(bc, v->b0 + v->brows - r), d, r };
+		xj_rows br = { NULL, min64(bc, v->b0 + v->brows - r), d, r };
 
-		if (read_rows(bin, &run->binfo, run->job->metric, r, br.rows,
-			      b->b, st))
+		br.x = input_rows(run, bin, 1, r, br.rows, b->b, st);
+		if (!br.x)
 			return st->code;
 		report_add(run->rep, PH_READ, &t0);
 		if (be->topk_add(be, &br, st))
@@ -275,6 +350,8 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 static int open_inputs(xj_run *run, h5in **qin, h5in **bin, xj_status *st)
 {
 	*qin = *bin = NULL;
+	if (run->resq)
+		return XJ_OK;   /* everything is in memory */
 	if (run->view.qrows && h5in_open(&run->qinfo, qin, st))
 		return st->code;
 	if (run->view.qrows && run->view.brows &&
@@ -373,25 +450,25 @@ int driver_matrix(xj_run *run, xj_status *st)
 		int64_t qrows = qr < v->nqchunks ?
 				min64(qc, v->q0 + v->qrows - q0) : 0;
 		double t0 = report_now();
+		xj_rows qx = { NULL, 0, d, q0 };
 
-		qrows = rows_to_do(run, q0, qrows);
+		qx.rows = qrows = rows_to_do(run, q0, qrows);
 		if (qrows && v->brows)
-			read_rows(qin, &run->qinfo, run->job->metric, q0, qrows,
-				  q, st);
+			qx.x = input_rows(run, qin, 0, q0, qrows, q, st);
 		report_add(run->rep, PH_READ, &t0);
 		for (int64_t br = 0; br < run->pl.brounds; br++) {
 			int64_t b0 = v->b0 + br * bc;
 			int64_t brows = br < v->nbchunks ?
 					min64(bc, v->b0 + v->brows - b0) : 0;
-			xj_rows qx = { q, qrows, d, q0 }, bx = { b, brows, d, b0 };
+			xj_rows bx = { NULL, brows, d, b0 };
 
 			if (!qrows)
 				brows = 0;
 			if (!st->code && brows) {
-				read_rows(bin, &run->binfo, run->job->metric,
-					  b0, brows, b, st);
+				bx.x = input_rows(run, bin, 1, b0, brows, b,
+						  st);
 				report_add(run->rep, PH_READ, &t0);
-				if (!st->code)
+				if (bx.x)
 					run->be->matrix_block(run->be, &qx, &bx,
 							      out, st);
 				report_add(run->rep, PH_COMPUTE, &t0);

@@ -53,12 +53,17 @@ typedef struct xj_run {
 	h5out *out;
 	xj_report *rep;
 	xj_progress prog;
+	float *resq, *resb;     /* resident block and shard, or NULL */
 } xj_run;
 
 /* Backend calls this rank makes (for progress lines): query chunks not
  * yet done times base chunks. */
 int64_t driver_chunks_todo(const xj_run *run);
+/* Collective. Keeps this rank's query block and base shard in memory
+ * (run->resq/resb) when they fit beside the plan's peak, then validates. */
 int driver_validate(xj_run *run, xj_status *st);
+/* Free what driver_validate kept. */
+void driver_release(xj_run *run);
 /* Collective: flush the output and save the record, when due (rank 0
  * decides) or when now is set. Nothing before fingerprints are known. */
 int driver_checkpoint(xj_run *run, int now, xj_status *st);

@@ -399,6 +399,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		unlink(run.prog.path);   /* the result is complete */
 	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
 	run.be->release(run.be);
+	driver_release(&run);
 	spans_free(&run.prog.rec.done);
 	spans_free(&run.prog.old.done);
 	return XJ_OK;
@@ -407,6 +408,7 @@ fail:
 		h5out_abort(run.out);
 	if (run.be)
 		run.be->release(run.be);
+	driver_release(&run);
 	spans_free(&run.prog.rec.done);
 	spans_free(&run.prog.old.done);
 	return st->code;

@@ -64,13 +64,19 @@ static int64_t peak_bytes(const plan_in *in, int64_t q, int64_t b)
 	return q * qrow_bytes(in, b) + b * row_bytes(in) + in->work_fixed_bytes;
 }
 
-/* Largest query chunk that fits next to b base rows, or 0. */
+/* The budget less the reserve. */
 static int64_t usable_bytes(const plan_in *in)
 {
 	return in->budget_bytes - min64(in->budget_bytes / RESERVE_SHARE,
 					 RESERVE_MAX_BYTES);
 }
 
+int64_t plan_usable_bytes(const plan_in *in)
+{
+	return usable_bytes(in);
+}
+
+/* Largest query chunk that fits next to b base rows, or 0. */
 static int64_t fit_qrows(const plan_in *in, int64_t b, int64_t qmax)
 {
 	int64_t avail = usable_bytes(in) - b * row_bytes(in) -

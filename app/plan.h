@@ -66,6 +66,9 @@ void plan_block(int64_t total, int64_t parts, int64_t i, int64_t *start,
  * the budget, naming the bytes needed. */
 int plan_make(const plan_in *in, plan *out, xj_status *st);
 
+/* The budget less the reserve for library caches and allocator slack. */
+int64_t plan_usable_bytes(const plan_in *in);
+
 /* One rank's share. */
 typedef struct plan_rank_view {
 	int row, col;
