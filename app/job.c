@@ -5,12 +5,15 @@
  * options.c; the checks here need several options at once, so they run
  * after every source (defaults, job file, command line) has been applied.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "job.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "version.h"
 
@@ -49,6 +52,7 @@ void job_defaults(xj_job *job)
 	job->checkpoint_s = 60;
 	job->progress = 1;
 	job->seed = 2026;
+	job->inspect_rows = 5;
 }
 
 static const char *command_name(xj_command cmd)
@@ -60,6 +64,7 @@ static const char *command_name(xj_command cmd)
 	case XJ_CMD_PLAN: return "plan";
 	case XJ_CMD_GEN: return "gen";
 	case XJ_CMD_DEVICES: return "devices";
+	case XJ_CMD_INSPECT: return "inspect";
 	}
 	return "(unknown)";
 }
@@ -84,21 +89,48 @@ static void job_label(const xj_job *job, char *buf, size_t size)
 		snprintf(buf, size, "%s", command_name(job->command));
 }
 
+/* stat() of an input spec's file: the whole spec when it names a file,
+ * else what precedes the last ':' (the split h5in_parse_spec makes). */
+static int spec_stat(const char *spec, struct stat *sb)
+{
+	const char *colon = strrchr(spec, ':');
+	char file[XJ_PATH_MAX];
+	size_t len;
+
+	if (stat(spec, sb) == 0)
+		return 0;
+	if (!colon)
+		return -1;
+	len = (size_t)(colon - spec);
+	if (len == 0 || len >= sizeof(file))
+		return -1;
+	memcpy(file, spec, len);
+	file[len] = '\0';
+	return stat(file, sb);
+}
+
 /* Output "x.h5" over an input given as "x.h5" or "x.h5:/train" would
- * destroy the input it reads (with --force). Inputs are not resolved yet,
- * so this compares the spec texts only; the file part is what precedes the
- * last ':' (the split h5in_parse_spec makes for a path that is no file). */
+ * destroy the input it reads (with --force): the result is renamed onto
+ * the output path. Inputs are not resolved yet, so the spec texts are
+ * compared (the file part is what precedes the last ':'), and, for an
+ * output that exists, the files themselves: "./x.h5" or an input given
+ * through a link to x.h5 names x.h5 in other words. */
 static int output_is_input(const char *output, const char *spec)
 {
 	const char *colon = strrchr(spec, ':');
 	size_t len = strlen(output);
+	struct stat out, in;
 
 	if (!output[0] || !spec[0])
 		return 0;
 	if (strcmp(output, spec) == 0)
 		return 1;
-	return colon && (size_t)(colon - spec) == len &&
-	       strncmp(output, spec, len) == 0;
+	if (colon && (size_t)(colon - spec) == len &&
+	    strncmp(output, spec, len) == 0)
+		return 1;
+	/* lstat: a link at the output path is replaced, not its target */
+	return lstat(output, &out) == 0 && spec_stat(spec, &in) == 0 &&
+	       out.st_dev == in.st_dev && out.st_ino == in.st_ino;
 }
 
 static int check_inputs(const xj_job *job, const char *label, xj_status *st)
@@ -171,6 +203,16 @@ static int check_gen(const xj_job *job, xj_status *st)
 	return XJ_OK;
 }
 
+static int check_inspect(const xj_job *job, xj_status *st)
+{
+	if (!job->inspect_file[0])
+		return xj_fail(st, XJ_EXIT_USAGE, "inspect needs FILE (the "
+			       "xjoin output, OUT.h5, to look at)");
+	if (job->inspect_rows < 0)
+		return xj_fail(st, XJ_EXIT_USAGE, "--rows must be >= 0");
+	return XJ_OK;
+}
+
 static int check_resources(const xj_job *job, xj_status *st)
 {
 	if (!(job->mem_fraction > 0.0 && job->mem_fraction <= 1.0))
@@ -226,13 +268,18 @@ int job_check(const xj_job *job, xj_status *st)
 		if (job->command == XJ_CMD_PLAN)
 			break;
 		return XJ_OK;
+	case XJ_CMD_INSPECT:
+		if (job->command == XJ_CMD_PLAN)
+			break;
+		return check_inspect(job, st);
 	case XJ_CMD_NONE:
 	case XJ_CMD_PLAN:
 		break;
 	}
 	if (job->command == XJ_CMD_NONE)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan, gen or devices)");
+			       "no command (topk, matrix, plan, gen, devices or "
+			       "inspect)");
 	return xj_fail(st, XJ_EXIT_USAGE, "plan applies to topk or matrix");
 }
 

@@ -26,6 +26,7 @@ typedef enum xj_command {
 	XJ_CMD_PLAN,    /* prints the plan; plan_of says for which command */
 	XJ_CMD_GEN,
 	XJ_CMD_DEVICES, /* one line per rank: the GPU it would use, or why none */
+	XJ_CMD_INSPECT, /* describe and check an output file (rank 0 only) */
 } xj_command;
 
 typedef enum xj_metric {
@@ -92,6 +93,11 @@ typedef struct xj_job {
 	int64_t gen_queries;          /* rows of /test written next to /train */
 	int64_t gen_clusters;         /* 0: Gaussian noise, >0: that many blobs */
 	uint64_t seed;
+
+	/* inspect */
+	char inspect_file[XJ_PATH_MAX];   /* OUT.h5 to describe (positional) */
+	int64_t inspect_rows;         /* query rows shown */
+	int json;                     /* one JSON object instead of tables */
 
 	/* resolved from the inputs (filled by app after probing) */
 	int64_t n;                    /* query rows */

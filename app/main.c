@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@
 #include "device.h"
 #include "driver.h"
 #include "gen.h"
+#include "inspect.h"
 #include "job.h"
 #include "mem.h"
 #include "options.h"
@@ -65,12 +69,70 @@ static int same_file(const char *a, const char *b)
 	return strcmp(ra, rb) == 0;
 }
 
+/* Bytes of the output's datasets; HDF5 adds some KiB of metadata. */
+static int64_t output_bytes(const xj_job *job)
+{
+	int64_t cols = job->command == XJ_CMD_MATRIX ? job->m : job->k;
+	int64_t elem = job->command == XJ_CMD_MATRIX ? 4 : 8 + 4;
+
+	if (job->n && cols > INT64_MAX / elem / job->n)
+		return INT64_MAX;
+	return job->n * cols * elem;
+}
+
+/*
+ * Rank 0, before any compute: an output larger than its file system's
+ * free space or the file size limit (ulimit -f) would fail only at its
+ * first write, hours later, and a write that fails on some ranks inside
+ * parallel HDF5 can leave the others waiting. A disk that fills during
+ * the run is still caught when writing.
+ */
+static int check_output_room(const xj_job *job, xj_status *st)
+{
+	const int64_t slack = INT64_C(1) << 20;
+	const char *slash = strrchr(job->output, '/');
+	int64_t need = output_bytes(job), have;
+	char folder[XJ_PATH_MAX];
+	struct statvfs fs;
+	struct rlimit lim;
+
+	if (need <= INT64_MAX - slack)
+		need += slack;
+	if (getrlimit(RLIMIT_FSIZE, &lim) == 0 &&
+	    lim.rlim_cur != RLIM_INFINITY && (int64_t)lim.rlim_cur < need)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "output %s needs about %"
+			       PRId64 " bytes, more than the file size limit "
+			       "of %" PRId64 " bytes (ulimit -f)", job->output,
+			       need, (int64_t)lim.rlim_cur);
+	if (!slash)
+		snprintf(folder, sizeof(folder), ".");
+	else if (slash == job->output)
+		snprintf(folder, sizeof(folder), "/");
+	else
+		snprintf(folder, sizeof(folder), "%.*s",
+			 (int)(slash - job->output), job->output);
+	if (statvfs(folder, &fs) != 0)
+		return XJ_OK;   /* h5out_create names a missing folder */
+	have = (int64_t)fs.f_bavail * (int64_t)fs.f_frsize;
+	if (have < need)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "output %s needs about %"
+			       PRId64 " bytes, but its file system has %" PRId64
+			       " bytes free", job->output, need, have);
+	return XJ_OK;
+}
+
 /* Rank 0: probe both inputs and fill the job's shapes. */
 static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 			  xj_status *st)
 {
+	struct stat sb;
+
 	/* fail fast, before any device or input work; h5out_create checks
 	 * again when it creates the file */
+	if (job->command != XJ_CMD_PLAN && stat(job->output, &sb) == 0 &&
+	    S_ISDIR(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_USAGE, "output %s is a directory",
+			       job->output);
 	if (job->command != XJ_CMD_PLAN && !job->force &&
 	    access(job->output, F_OK) == 0)
 		return xj_fail(st, XJ_EXIT_USAGE, "output %s exists (use --force "
@@ -103,7 +165,8 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 }
 
 /* Rank 0, after the inputs are resolved: is there an interrupted run of
- * this output, and may this run continue it? */
+ * this output, and may this run continue it? A fresh run checks that its
+ * output fits (a resumed one holds its room already). */
 static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 {
 	xj_progress *p = &run->prog;
@@ -117,14 +180,14 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 			fprintf(stderr, "xjoin: --resume: no interrupted run of "
 				"%s (no %s): starting fresh\n", job->output,
 				p->path);
-		return XJ_OK;
+		return check_output_room(job, st);
 	}
 	if (job->force) {
 		/* starting over: the old record must not outlive its file */
 		if (unlink(p->path) != 0)
 			return xj_fail(st, XJ_EXIT_RESOURCE, "cannot remove "
 				       "%s: %s", p->path, strerror(errno));
-		return XJ_OK;
+		return check_output_room(job, st);
 	}
 	if (resume_load(p->path, old, st))
 		return st->code;
@@ -473,6 +536,8 @@ int main(int argc, char **argv)
 		gen_run(&job, &c, &st);
 	else if (job.command == XJ_CMD_DEVICES)
 		device_list(&job, &c, &st);
+	else if (job.command == XJ_CMD_INSPECT)
+		inspect_run(&job, &c, &st);
 	else
 		run_join(&job, &c, threads, &st);
 	if (st.code)

@@ -32,6 +32,7 @@
 #define P (1u << XJ_CMD_PLAN)
 #define G (1u << XJ_CMD_GEN)
 #define D (1u << XJ_CMD_DEVICES)
+#define I (1u << XJ_CMD_INSPECT)
 
 enum opt_kind {
 	K_INPUT,      /* FILE[:DATASET] spec, kept raw; clears the dataset */
@@ -122,6 +123,16 @@ static const struct opt opts[] = {
 	  .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB, .metavar = "S",
 	  .help = "random seed; the same seed writes the same file",
 	  .def = "2026" },
+	/* a second --rows: rows sharing a name differ in their commands */
+	{ .name = "rows", .kind = K_INT64, .offset = AT(inspect_rows),
+	  .lo = 0, .hi = INT64_MAX, .cmds = I, .group = GROUP_JOB,
+	  .metavar = "N",
+	  .help = "query rows shown: their first 10 pairs (topk)\n"
+		  "or first 8 values (matrix)",
+	  .def = "5" },
+	{ .name = "json", .kind = K_FLAG, .offset = AT(json), .cmds = I,
+	  .group = GROUP_JOB,
+	  .help = "the same facts as one JSON object on stdout" },
 	{ .name = "output", .short_name = 'o', .kind = K_PATH,
 	  .offset = AT(output), .cmds = T | M | G, .required = T | M | G,
 	  .group = GROUP_JOB, .metavar = "OUT.h5",
@@ -190,9 +201,9 @@ static const struct opt opts[] = {
 	  .cmds = T | M | G | D, .group = GROUP_GENERAL,
 	  .help = "no progress lines on stderr" },
 	{ .name = "help", .short_name = 'h', .kind = K_HELP,
-	  .cmds = T | M | G | D, .group = GROUP_GENERAL,
+	  .cmds = T | M | G | D | I, .group = GROUP_GENERAL,
 	  .help = "show this help and exit" },
-	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G | D,
+	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G | D | I,
 	  .group = GROUP_GENERAL, .help = "show the version and exit" },
 };
 
@@ -215,6 +226,9 @@ static const struct command {
 	{ "devices", XJ_CMD_DEVICES,
 	  "one line per rank: the GPU it would use, or why none is\n"
 	  "usable; computes nothing" },
+	{ "inspect", XJ_CMD_INSPECT,
+	  "describe an output (attributes, datasets, first rows) and\n"
+	  "check every row; or an unfinished run's progress" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -296,7 +310,7 @@ static unsigned job_accepts(const xj_job *job)
 		return job->plan_of == XJ_CMD_NONE ? (T | M) :
 						     1u << job->plan_of;
 	if (job->command == XJ_CMD_NONE)
-		return T | M | G | D;
+		return T | M | G | D | I;
 	return 1u << job->command;
 }
 
@@ -501,15 +515,33 @@ static int set_integer(const struct opt *o, const char *shown, const char *s,
 	return XJ_OK;
 }
 
+/* Of the rows named like o (gen's and inspect's --rows), the one that
+ * applies to the job's command; o itself when none does. */
+static const struct opt *opt_for_job(const struct opt *o, const xj_job *job)
+{
+	unsigned accepts = job_accepts(job);
+	size_t i;
+
+	if (o->cmds & accepts)
+		return o;
+	for (i = 0; i < N_OPTS; i++)
+		if (strcmp(opts[i].name, o->name) == 0 &&
+		    (opts[i].cmds & accepts))
+			return &opts[i];
+	return o;
+}
+
 /* Set o from text. shown is the name as the user wrote it ("-k", "--k",
  * or the INI key "k"); value NULL sets a flag. */
 static int set_option(xj_job *job, const struct opt *o, const char *value,
 		      const char *shown, xj_status *st)
 {
-	void *field = (char *)job + o->offset;
+	void *field;
 	char label[32];
 	int b;
 
+	o = opt_for_job(o, job);
+	field = (char *)job + o->offset;
 	if (!(o->cmds & job_accepts(job))) {
 		job_command_label(job, label, sizeof(label));
 		return xj_fail(st, XJ_EXIT_USAGE, "%s does not apply to %s",
@@ -610,6 +642,8 @@ struct scan {
 	int count;
 	const char *config;
 	int help, version;
+	char **operands;   /* the words that are not options */
+	int noperands;
 };
 
 static void shown_name(const struct pending *p, char *buf, size_t size)
@@ -620,18 +654,23 @@ static void shown_name(const struct pending *p, char *buf, size_t size)
 		snprintf(buf, size, "-%c", p->o->short_name);
 }
 
+/* A name shared by several rows is given to getopt once (as its first
+ * row); set_option() picks the row of the job's command. */
 static void build_getopt(struct option *longopts, char *shortopts)
 {
-	size_t i;
+	size_t i, n = 0;
 	char *s = shortopts;
 
 	*s++ = ':';   /* report a missing value as ':', not '?' */
 	for (i = 0; i < N_OPTS; i++) {
-		longopts[i].name = opts[i].name;
-		longopts[i].has_arg = opt_takes_value(&opts[i]) ?
+		if (opt_find(opts[i].name) != &opts[i])
+			continue;
+		longopts[n].name = opts[i].name;
+		longopts[n].has_arg = opt_takes_value(&opts[i]) ?
 				      required_argument : no_argument;
-		longopts[i].flag = NULL;
-		longopts[i].val = opt_val(&opts[i]);
+		longopts[n].flag = NULL;
+		longopts[n].val = opt_val(&opts[i]);
+		n++;
 		if (opts[i].short_name) {
 			*s++ = (char)opts[i].short_name;
 			if (opt_takes_value(&opts[i]))
@@ -639,7 +678,7 @@ static void build_getopt(struct option *longopts, char *shortopts)
 		}
 	}
 	*s = '\0';
-	memset(&longopts[N_OPTS], 0, sizeof(longopts[N_OPTS]));
+	memset(&longopts[n], 0, sizeof(longopts[n]));
 }
 
 /* getopt_long takes any unique start of a long name ("--thr"). */
@@ -649,7 +688,8 @@ static int prefix_matches(const char *text, size_t len)
 	int n = 0;
 
 	for (i = 0; i < N_OPTS; i++)
-		n += strncmp(opts[i].name, text, len) == 0;
+		n += strncmp(opts[i].name, text, len) == 0 &&
+		     opt_find(opts[i].name) == &opts[i];
 	return n;
 }
 
@@ -744,9 +784,26 @@ static int scan_args(int argc, char **argv, struct scan *sc, xj_status *st)
 		if (scan_one(sc, o, li >= 0, st))
 			return st->code;
 	}
-	if (optind < argc)
+	sc->operands = argv + optind;
+	sc->noperands = argc - optind;
+	return XJ_OK;
+}
+
+/* inspect takes one FILE; no other command takes a word that is not an
+ * option. A missing FILE is job_check()'s to report (after --help). */
+static int take_operands(const struct scan *sc, xj_job *job, xj_status *st)
+{
+	int used = 0;
+
+	if (job->command == XJ_CMD_INSPECT && sc->noperands > 0) {
+		if (set_text("FILE", sc->operands[0], job->inspect_file,
+			     sizeof(job->inspect_file), st))
+			return st->code;
+		used = 1;
+	}
+	if (sc->noperands > used)
 		return xj_fail(st, XJ_EXIT_USAGE, "unexpected argument '%s'",
-			       argv[optind]);
+			       sc->operands[used]);
 	return XJ_OK;
 }
 
@@ -794,6 +851,8 @@ static int parse_command(int argc, char **argv, xj_job *job, int *action,
 		return xj_fail(st, XJ_EXIT_RESOURCE,
 			       "out of memory parsing the command line");
 	rc = scan_args(argc, argv, &sc, st);
+	if (rc == XJ_OK)
+		rc = take_operands(&sc, job, st);
 	if (rc == XJ_OK && sc.help) {
 		options_help(out, job->command);
 		*action = OPTIONS_HELP_SHOWN;
@@ -871,7 +930,8 @@ static int parse_argv(int argc, char **argv, xj_job *job, int *action,
 
 	if (argc < 2)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan, gen or devices)");
+			       "no command (topk, matrix, plan, gen, devices or "
+			       "inspect)");
 	word = argv[1];
 	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0 ||
 	    strcmp(word, "help") == 0)
@@ -970,6 +1030,8 @@ static void help_usage(FILE *out, xj_command cmd)
 	indent = col;
 	if (cmd == XJ_CMD_PLAN)
 		col = usage_put(out, col, indent, "[topk|matrix]");
+	if (cmd == XJ_CMD_INSPECT)
+		col = usage_put(out, col, indent, "FILE");
 	for (i = 0; i < N_OPTS; i++) {
 		if (opts[i].group != GROUP_JOB || !(opts[i].cmds & mask))
 			continue;
@@ -1112,10 +1174,18 @@ void options_help(FILE *out, xj_command cmd)
 			"\nIt takes the options of the command it plans (topk\n"
 			"when -k is given and no command is named, else matrix);\n"
 			"-o is optional.\n");
+	if (cmd == XJ_CMD_INSPECT)
+		fprintf(out,
+			"\nFILE is an xjoin output (OUT.h5); where there is none,\n"
+			"the OUT.h5.partial and OUT.h5.progress of an unfinished\n"
+			"run are described. Other HDF5 files are listed. Rank 0\n"
+			"reads, in slabs; exit 3 when FILE cannot be read or a row\n"
+			"breaks the output's rules (order, padding, indices).\n");
 	help_group(out, cmd, GROUP_JOB, "job");
 	help_group(out, cmd, GROUP_RESOURCES, "resources");
 	help_group(out, cmd, GROUP_GENERAL, "general");
-	fprintf(out,
-		"\nEvery option but config, help and version can stand in a\n"
-		"job file as `name = value` (flags: true or false).\n");
+	if (cmd != XJ_CMD_INSPECT)   /* it describes a file, runs no job */
+		fprintf(out,
+			"\nEvery option but config, help and version can stand in a\n"
+			"job file as `name = value` (flags: true or false).\n");
 }

@@ -44,9 +44,11 @@ static int at_eof(FILE *f)
 static char *loader_read(char *buf, int size, void *stream)
 {
 	struct loader *l = stream;
+	long start, end;
 
 	if (l->error_line)
 		return NULL;
+	start = ftell(l->file);
 	errno = 0;
 	if (!fgets(buf, size, l->file)) {
 		if (ferror(l->file))
@@ -54,6 +56,16 @@ static char *loader_read(char *buf, int size, void *stream)
 		return NULL;
 	}
 	l->line++;
+	/* a NUL byte ends the line for libinih and strchr, so a binary file
+	 * would read as cut or overlong lines: the bytes fgets consumed
+	 * (known where the file has a position) tell */
+	end = start >= 0 ? ftell(l->file) : -1;
+	if (end >= 0 && (size_t)(end - start) != strlen(buf)) {
+		xj_fail(l->st, XJ_EXIT_USAGE, "%s:%d: holds a NUL byte: not "
+			"a text job file", l->path, l->line);
+		l->error_line = l->line;
+		return NULL;
+	}
 	if (!strchr(buf, '\n') && !at_eof(l->file)) {
 		xj_fail(l->st, XJ_EXIT_USAGE,
 			"%s:%d: line longer than %d characters", l->path,

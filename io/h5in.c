@@ -116,6 +116,14 @@ static int h5in_check_file(const char *file, const char *label,
 		return xj_fail(st, XJ_EXIT_INPUT,
 			       "%s: input is a directory, not an HDF5 file",
 			       label);
+	/* opening a named pipe blocks until someone writes to it, and HDF5
+	 * needs to seek anyway: only files (and disks) can hold an input */
+	if (!S_ISREG(sb.st_mode) && !S_ISBLK(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_INPUT,
+			       "%s: input is a %s, not an HDF5 file", label,
+			       S_ISFIFO(sb.st_mode) ? "named pipe (FIFO)" :
+			       S_ISSOCK(sb.st_mode) ? "socket" :
+			       "character device");
 	if (access(file, R_OK) != 0)
 		return xj_fail(st, XJ_EXIT_INPUT, "%s: cannot read input: %s",
 			       label, strerror(errno));
@@ -187,7 +195,8 @@ static H5I_type_t h5in_kind_path(hid_t fid, const char *path)
 	for (p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
 		size_t len = (size_t)(p - path);
 
-		if (len == 0 || path[len - 1] == '/')
+		/* "/g/" is g itself, as HDF5 reads it: no parent to check */
+		if (len == 0 || path[len - 1] == '/' || !p[strspn(p, "/")])
 			continue;
 		memcpy(prefix, path, len);
 		prefix[len] = '\0';
@@ -360,13 +369,65 @@ static int h5in_describe_type(hid_t type, const char *label, char *buf,
 	return XJ_OK;
 }
 
-/* Shape and type of the resolved dataset into info. */
+/* Pipelines libhdf5 1.10 reads past its buffers (found by fuzzing):
+ * scale-offset after another filter, or together with n-bit. Refused
+ * before any read. */
+static int h5in_check_filters(hid_t dcpl, const char *label, xj_status *st)
+{
+	int n = H5Pget_nfilters(dcpl), nbit = 0, soff = -1;
+
+	for (int i = 0; i < n; i++) {
+		unsigned flags, cd[8];
+		size_t ncd = 8;
+		char name[64];
+		H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags,
+						&ncd, cd, sizeof(name), name,
+						NULL);
+
+		if (f == H5Z_FILTER_NBIT)
+			nbit = 1;
+		else if (f == H5Z_FILTER_SCALEOFFSET)
+			soff = i;
+	}
+	if (soff > 0 || (soff == 0 && nbit))
+		return xj_fail(st, XJ_EXIT_INPUT, "%s: scale-offset filter %s: "
+			       "a pipeline this HDF5 cannot read safely; "
+			       "rewrite the dataset (e.g. h5repack -f NONE)",
+			       label, nbit ? "with n-bit" : "after another "
+			       "filter");
+	return XJ_OK;
+}
+
+/* A chunk larger than a fixed dimension: never written by HDF5, and read
+ * with a buffer of the chunk's size (gigabytes from a tiny file). */
+static int h5in_check_chunk(hid_t space, const hsize_t *chunk,
+			    const char *label, xj_status *st)
+{
+	hsize_t maxd[2];
+
+	if (H5_TRY(H5Sget_simple_extent_dims(space, NULL, maxd), st,
+		   XJ_EXIT_INPUT, "%s: dataspace", label))
+		return st->code;
+	for (int i = 0; i < 2; i++)
+		if (chunk[i] == 0 || (maxd[i] != H5S_UNLIMITED &&
+				      chunk[i] > (maxd[i] ? maxd[i] : 1)))
+			return xj_fail(st, XJ_EXIT_INPUT, "%s: chunk shape "
+				       "%llu x %llu does not fit the dataset's "
+				       "%llu x %llu (a corrupt header)", label,
+				       (unsigned long long)chunk[0],
+				       (unsigned long long)chunk[1],
+				       (unsigned long long)maxd[0],
+				       (unsigned long long)maxd[1]);
+	return XJ_OK;
+}
+
 /*
  * A header can declare any shape: a 10^12-row dataset whose data was never
  * written (or was cut off) costs a few bytes on disk, reads as fill values
  * and would keep every rank busy for days. So the data must be stored:
  * all chunks of a chunked dataset allocated, or, for other layouts, the
- * storage as large as the shape says.
+ * storage as large as the shape says. Filters and chunk shape are checked
+ * first.
  */
 static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 			     const hsize_t *dims, const char *label,
@@ -374,14 +435,20 @@ static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 {
 	hid_t dcpl = H5I_INVALID_HID;
 	hsize_t chunk[2], have = 0, want;
+	size_t elem = H5Tget_size(type);
 	int rc = XJ_OK;
 
 	if (H5_TRY(dcpl = H5Dget_create_plist(dset), st, XJ_EXIT_INPUT,
 		   "%s: creation properties", label))
 		return st->code;
+	if (h5in_check_filters(dcpl, label, st)) {
+		rc = st->code;
+		goto out;
+	}
 	if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
 		if (H5_TRY(H5Pget_chunk(dcpl, 2, chunk), st, XJ_EXIT_INPUT,
 			   "%s: chunk shape", label) ||
+		    h5in_check_chunk(space, chunk, label, st) ||
 		    H5_TRY(H5Dget_num_chunks(dset, space, &have), st,
 			   XJ_EXIT_INPUT, "%s: chunk count", label)) {
 			rc = st->code;
@@ -398,9 +465,15 @@ static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 				     (unsigned long long)want,
 				     (unsigned long long)dims[0],
 				     (unsigned long long)dims[1]);
+	} else if (elem == 0 || (dims[1] &&
+				 dims[0] > UINT64_MAX / dims[1] / elem)) {
+		rc = xj_fail(st, XJ_EXIT_INPUT, "%s: %llu x %llu values of %zu "
+			     "bytes: more bytes than a file can hold", label,
+			     (unsigned long long)dims[0],
+			     (unsigned long long)dims[1], elem);
 	} else {
 		have = H5Dget_storage_size(dset);
-		want = dims[0] * dims[1] * H5Tget_size(type);
+		want = dims[0] * dims[1] * elem;
 		if (have < want)
 			rc = xj_fail(st, XJ_EXIT_INPUT, "%s: declares %llu x "
 				     "%llu values (%llu bytes) but stores %llu "
@@ -415,6 +488,7 @@ out:
 	return rc;
 }
 
+/* Shape and type of the resolved dataset into info. */
 static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
 			   xj_status *st)
 {

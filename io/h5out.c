@@ -126,6 +126,11 @@ static int h5out_check_path(const char *path, int force, xj_status *st)
 	if (S_ISDIR(sb.st_mode))
 		return xj_fail(st, XJ_EXIT_USAGE, "output %s is a directory",
 			       path);
+	/* the result is renamed onto the path: --force may replace a file
+	 * or a link, never a pipe or a device (think /dev/null as root) */
+	if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+		return xj_fail(st, XJ_EXIT_USAGE, "output %s exists and is not "
+			       "a regular file", path);
 	if (!force)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "output %s exists (use --force to overwrite)",
@@ -312,6 +317,12 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
 		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
 		   name) ||
+	    /* the driver writes every element: fill values would only be
+	     * written twice, by a collective write inside H5Dcreate2 that
+	     * leaves the other ranks waiting when it fails on one (full
+	     * disk) */
+	    H5_TRY(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name) ||
 	    H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), st, XJ_EXIT_INTERNAL,
 		   "%s:%s: link list", h->partial, name) ||
 	    H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), st,
@@ -669,6 +680,15 @@ void h5out_abort(h5out *h)
 		return;
 	xj_ok(&ignored);
 	was_open = h->file >= 0;
+	/* Closing flushes HDF5's metadata; on a full disk that write fails
+	 * on some ranks only, which then leave the others waiting in a
+	 * collective call inside H5Fclose. Emptied first, the file about to
+	 * be removed has room for it again. */
+	if (was_open) {
+		if (h->rank == 0 && truncate(h->partial, 0) != 0)
+			(void)0;   /* the close may still pass */
+		MPI_Barrier(h->comm);
+	}
 	h5out_close_all(h, 0, &ignored);
 	if (h->rank == 0)
 		unlink(h->partial);

@@ -238,6 +238,32 @@ static void test_long_line(void)
 	CU_ASSERT_EQUAL(strlen(r.value[0]), 150);
 }
 
+/* A NUL byte would cut its line short for libinih: a binary file is
+ * named as such, at the line of its first NUL, not as overlong lines. */
+static void test_nul_byte(void)
+{
+	static const char text[] = "a = 1\nk = 3\0junk\nb = 2\n";
+	char path[600];
+	struct record r;
+	xj_status st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/nul.ini", tmpdir);
+	f = fopen(path, "wb");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(fwrite(text, 1, sizeof(text) - 1, f),
+			sizeof(text) - 1);
+	fclose(f);
+	memset(&r, 0x5A, sizeof(r));
+	r.count = 0;
+	st.code = 12345;
+	CU_ASSERT_EQUAL(config_load(path, record_set, &r, &st),
+			XJ_EXIT_USAGE);
+	expect_at(&st, "nul.ini", 2);
+	CU_ASSERT_TRUE(contains(st.msg, "NUL byte"));
+	CU_ASSERT_EQUAL(r.count, 1);
+}
+
 static void test_unreadable(void)
 {
 	char path[600];
@@ -384,6 +410,7 @@ int main(int argc, char **argv)
 		{ "unknown section", test_unknown_section },
 		{ "syntax errors", test_syntax_error },
 		{ "long lines", test_long_line },
+		{ "NUL byte", test_nul_byte },
 		{ "missing or unreadable file", test_unreadable },
 		{ "config/examples load and check", test_examples },
 	};

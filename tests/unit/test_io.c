@@ -321,7 +321,7 @@ static int fx_layouts(void)
 	return rc;
 }
 
-/* A text file, and the first half of a real HDF5 file. */
+/* A text file, the first half of a real HDF5 file, and a named pipe. */
 static int fx_broken(void)
 {
 	char path[512], src[512];
@@ -361,6 +361,11 @@ static int fx_broken(void)
 	if (!f)
 		return -1;
 	fclose(f);
+
+	/* nobody ever writes to it: opening it to read would block */
+	path_of(path, sizeof(path), "pipe.h5");
+	if (mkfifo(path, 0600) != 0)
+		return -1;
 	return rc;
 }
 
@@ -636,6 +641,7 @@ static void test_probe_errors(void)
 	ids_mark();
 	probe_fails("missing.h5", "test", "", "test", "No such file");
 	probe_fails("text.h5", "", "test", "not an HDF5 file", NULL);
+	probe_fails("pipe.h5", "", "test", "named pipe (FIFO)", NULL);
 	probe_fails("trunc.h5", "m", "", "/m", "truncated");
 	probe_fails("types.h5", "nope", "", "/nope", "no such dataset");
 	probe_fails("errs.h5", "one", "", "/one", "1-D");

@@ -853,6 +853,31 @@ static void test_job_check(void)
 	CU_ASSERT_TRUE(contains(st.msg, "plan"));
 }
 
+/* An output that is an input under another name: refused before the
+ * result could be renamed over it. */
+static void test_output_same_file(void)
+{
+	char line[2048], link[600];
+	const char *in = write_file("in.h5", "an input\n");
+	const char *other = write_file("other.h5", "another file\n");
+
+	snprintf(link, sizeof(link), "%s/link.h5", tmpdir);
+	CU_ASSERT_EQUAL_FATAL(symlink("in.h5", link), 0);
+	snprintf(line, sizeof(line), "topk -q %s/./in.h5 -b b.h5 -k 3 -o %s "
+		 "--force", tmpdir, in);
+	expect_usage(line, "is the query input");
+	snprintf(line, sizeof(line), "topk -q q.h5 -b %s:/train -k 3 -o %s "
+		 "--force", link, in);
+	expect_usage(line, "is the base input");
+	/* a link at the output path is replaced, its target is not */
+	snprintf(line, sizeof(line), "topk -q %s -b b.h5 -k 3 -o %s --force",
+		 in, link);
+	expect_ok(line);
+	snprintf(line, sizeof(line), "topk -q %s -b %s -k 3 -o %s --force",
+		 in, in, other);
+	expect_ok(line);
+}
+
 /* --- help and version --- */
 
 static void test_version(void)
@@ -1251,6 +1276,8 @@ int main(void)
 		{ "device mode names", test_device_names },
 		{ "sizes", test_sizes },
 		{ "job_check", test_job_check },
+		{ "output is an input under another name",
+		  test_output_same_file },
 		{ "--version", test_version },
 		{ "--help actions", test_help_actions },
 		{ "help lists each option", test_help_options },
