@@ -176,6 +176,22 @@ void comm_mpi_transport(MPI_Comm comm, xj_transport *t)
 
 /* ---- the merge algorithm (transport-agnostic) ------------------------- */
 
+void comm_topk_counts(int64_t rows, int64_t k, int p, int me, int64_t *cnt)
+{
+	int64_t my0, myrows;
+
+	plan_block(rows, p, me, &my0, &myrows);
+	for (int j = 0; j < p; j++) {
+		int64_t r0, nr;
+
+		plan_block(rows, p, j, &r0, &nr);
+		cnt[j] = nr * k;                    /* send count */
+		cnt[p + j] = r0 * k;                /* send displacement */
+		cnt[2 * p + j] = myrows * k;        /* receive count */
+		cnt[3 * p + j] = j * myrows * k;    /* receive displacement */
+	}
+}
+
 int comm_topk_reduce_scatter(const xj_transport *t, int64_t rows, int64_t k,
 			     const float *key, const int64_t *idx,
 			     float *out_key, int64_t *out_idx,
@@ -196,15 +212,7 @@ int comm_topk_reduce_scatter(const xj_transport *t, int64_t rows, int64_t k,
 	*out_rows = myrows;
 	if (!cnt)
 		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
-	for (int j = 0; j < p; j++) {
-		int64_t r0, nr;
-
-		plan_block(rows, p, j, &r0, &nr);
-		cnt[j] = nr * k;                    /* send count */
-		cnt[p + j] = r0 * k;                /* send displacement */
-		cnt[2 * p + j] = myrows * k;        /* receive count */
-		cnt[3 * p + j] = j * myrows * k;    /* receive displacement */
-	}
+	comm_topk_counts(rows, k, p, me, cnt);
 	nrecv = (int64_t)p * myrows * k;
 	rkey = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(float));
 	ridx = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(int64_t));

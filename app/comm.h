@@ -2,8 +2,8 @@
  * comm.h: ranks, their grid, error agreement, and the top-k merge.
  *
  * defines: xj_comm, comm_init, comm_grid, comm_release, comm_agree,
- *          xj_transport, comm_mpi_transport, comm_topk_reduce_scatter,
- *          MPI_CHECK, xj_abort, xj_log0
+ *          xj_transport, comm_mpi_transport, comm_topk_counts,
+ *          comm_topk_reduce_scatter, MPI_CHECK, xj_abort, xj_log0
  *
  * The merge algorithm (comm_topk_reduce_scatter) is separate from the
  * transport that moves the lists: ranks of one grid row each hold k-lists
@@ -84,6 +84,13 @@ typedef struct xj_transport {
 
 /* MPI transport over comm (host buffers). */
 void comm_mpi_transport(MPI_Comm comm, xj_transport *t);
+
+/* The all-to-all of comm_topk_reduce_scatter as rank me of p sees it, in
+ * list entries: cnt[j] and cnt[p + j] the count and displacement it sends
+ * to rank j, cnt[2p + j] and cnt[3p + j] those it receives from j (rank
+ * j's lists of this rank's rows land in rank order). cnt holds 4p.
+ * Its rows are plan_block(rows, p, me). Shared by every transport. */
+void comm_topk_counts(int64_t rows, int64_t k, int p, int me, int64_t *cnt);
 
 /* Reduce-scatter of k-lists by query. In: rows x k lists (sorted, padded)
  * of this rank. Out: the merged lists of this rank's part of the rows,

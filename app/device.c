@@ -10,6 +10,7 @@
 
 #ifdef XJOIN_HAVE_CUDA
 #include "../kernels/cuda/backend_cuda.h"
+#include "../kernels/cuda/nccl_transport.h"
 #endif
 #include "../kernels/metric.h"
 #include "version.h"
@@ -179,6 +180,20 @@ static void agree_kind(const xj_job *job, const xj_comm *c,
 	memcpy(ch->note, note, sizeof(note));
 }
 
+/* --precision changes only a GPU's candidate GEMM: say so, in the note,
+ * when the CPU runs (the job is the same on every rank). */
+static void note_precision(const xj_job *job, xj_device_choice *ch)
+{
+	size_t len = strlen(ch->note);
+
+	if (ch->kind != XJ_BACKEND_CPU || job->precision == XJ_PREC_FP32)
+		return;
+	snprintf(ch->note + len, sizeof(ch->note) - len,
+		 "%s--precision %s has no effect on the CPU backend, whose "
+		 "candidate GEMM is always fp32", len ? "; " : "",
+		 precision_name(job->precision));
+}
+
 int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
 		  xj_status *st)
 {
@@ -190,6 +205,7 @@ int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
 	if (job->device == XJ_DEVICE_CPU) {
 		snprintf(out->info, sizeof(out->info),
 			 "not probed (--device cpu)");
+		note_precision(job, out);
 		return XJ_OK;
 	}
 	probe_local(c, out);
@@ -198,6 +214,7 @@ int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
 	if (agree(c, st))
 		return st->code;
 	agree_kind(job, c, out);
+	note_precision(job, out);
 	return XJ_OK;
 }
 
@@ -286,6 +303,7 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->threads = threads;
 	cfg->max_query_rows = p ? p->qchunk_rows : 0;
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
+	cfg->precision = job->precision;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -333,6 +351,13 @@ static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 	q0 = backend_cuda_work_bytes(cfg, 0, b);
 	pin->work_fixed_bytes = q0 + backend_cuda_pinned_bytes(cfg, b);
 	pin->work_per_qrow_bytes = backend_cuda_work_bytes(cfg, 1, b) - q0;
+	/* a grid row of several ranks may merge on the device (NCCL), whose
+	 * received lists the merge allocates then; the grid depends only on
+	 * n, m and the rank count, so first.pc is the final one */
+	q0 = backend_cuda_merge_bytes(cfg, 0, first.pc);
+	pin->work_fixed_bytes += q0;
+	pin->work_per_qrow_bytes += backend_cuda_merge_bytes(cfg, 1, first.pc) -
+				    q0;
 	return plan_make(pin, out, st);
 }
 #endif
@@ -437,4 +462,139 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 			run->pl.bchunk_rows);
 	plan_lower_chunks(&run->pl, all[0], all[1]);
 	return XJ_OK;
+}
+
+/* ---- the transport of the top-k merge ---------------------------------- */
+
+#define NCCL_TIMEOUT_S 300.0
+
+#ifdef XJOIN_HAVE_CUDA
+/* XJ_NCCL_TIMEOUT=S: seconds any NCCL wait may take before the job ends
+ * (default 300; the exchanges follow a comm_agree, so ranks arrive
+ * within about one base chunk's GPU work of each other). */
+static double nccl_timeout_s(void)
+{
+	const char *v = getenv("XJ_NCCL_TIMEOUT");
+	char *end = NULL;
+	double s;
+
+	if (!v || !v[0])
+		return NCCL_TIMEOUT_S;
+	s = strtod(v, &end);
+	return end && *end == '\0' && s > 0 ? s : NCCL_TIMEOUT_S;
+}
+
+/* Whether this rank can merge over NCCL; if not and it matters, why. */
+static int nccl_usable(const xj_comm *c, const xj_device_choice *dev,
+		       char *why, size_t size)
+{
+	const char *env = getenv("XJ_NCCL");
+	char lib[256];
+
+	why[0] = '\0';
+	if (dev->kind != XJ_BACKEND_CUDA || c->row_size < 2)
+		return 0;   /* nothing to say: no device lists to move */
+	if (env && strcmp(env, "0") == 0) {
+		snprintf(why, size, "XJ_NCCL=0 on rank %d", c->rank);
+		return 0;
+	}
+	if (dev->sharing > 1) {
+		snprintf(why, size, "%d ranks share a GPU on %s, and NCCL "
+			 "needs a GPU per rank", dev->sharing, c->host);
+		return 0;
+	}
+	if (!nccl_transport_available(lib, sizeof(lib))) {
+		snprintf(why, size, "rank %d on %s: %s", c->rank, c->host, lib);
+		return 0;
+	}
+	return 1;
+}
+
+/* Collective: the message of the lowest rank where flag is clear. */
+static void share_why(const xj_comm *c, int flag, char *why, size_t size)
+{
+	int who = lowest_rank(c, !flag);
+
+	if (who >= 0)
+		MPI_CHECK(MPI_Bcast(why, (int)size, MPI_CHAR, who, c->world));
+	why[size - 1] = '\0';
+}
+
+static void nccl_fatal(int code, const char *msg)
+{
+	xj_abort(code, "%s", msg);
+}
+
+/* Collective: open NCCL on every row or on none (then *opened = 0). */
+static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
+		     xj_transport *t, int *opened)
+{
+	char why[XJ_MSG_MAX] = "";
+	xj_status st;
+	int ok, all;
+
+	xj_ok(&st);
+	ok = nccl_usable(c, dev, why, sizeof(why));
+	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
+	if (!all) {
+		share_why(c, ok, why, sizeof(why));
+		if (c->rank == 0 && why[0])
+			fprintf(stderr, "xjoin: merging k-lists over MPI, not "
+				"NCCL: %s\n", why);
+		*opened = 0;
+		return;
+	}
+	ok = nccl_transport_open(c->row, dev->device, nccl_timeout_s(), t,
+				 &st) == XJ_OK;
+	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
+	if (!all) {
+		if (ok)
+			nccl_transport_abort(t);
+		snprintf(why, sizeof(why), "%s", st.msg);
+		share_why(c, ok, why, sizeof(why));
+		if (c->rank == 0)
+			fprintf(stderr, "xjoin: warning: NCCL did not start "
+				"(%s); merging k-lists over MPI\n", why);
+		*opened = 0;
+		return;
+	}
+	nccl_transport_on_fatal(t, nccl_fatal);
+	*opened = 1;
+}
+#endif
+
+int device_transport_open(const xj_comm *c, const xj_device_choice *dev,
+			  xj_transport *t, xj_status *st)
+{
+	int opened = 0;
+
+#ifdef XJOIN_HAVE_CUDA
+	nccl_try(c, dev, t, &opened);
+#else
+	(void)dev;
+#endif
+	if (!opened)
+		comm_mpi_transport(c->row, t);
+	fflush(stderr);
+	return st->code;
+}
+
+int device_transport_is_device(const xj_transport *t)
+{
+#ifdef XJOIN_HAVE_CUDA
+	return nccl_transport_is(t);
+#else
+	(void)t;
+	return 0;
+#endif
+}
+
+void device_transport_close(xj_transport *t)
+{
+#ifdef XJOIN_HAVE_CUDA
+	if (nccl_transport_is(t))
+		nccl_transport_close(t);
+#else
+	(void)t;
+#endif
 }

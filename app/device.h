@@ -3,7 +3,9 @@
  *
  * defines: xj_backend_kind, xj_device_choice, device_select,
  *          device_mem_fraction, device_budget_bytes, device_list,
- *          device_backend_config, device_plan, device_backend_start
+ *          device_backend_config, device_plan, device_backend_start,
+ *          device_transport_open, device_transport_is_device,
+ *          device_transport_close
  *
  * Rules (--device, job.h):
  *   cpu    the CPU backend; GPUs are not probed.
@@ -75,6 +77,27 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 /* Plan with the chosen backend's work bytes in the memory formula. */
 int device_plan(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		const xj_device_choice *dev, plan *out, xj_status *st);
+
+/*
+ * Collective over c->world, after comm_grid: the transport of the top-k
+ * merge over this rank's grid row (c->row). NCCL (device buffers, the
+ * backend's topk_end_merged) when every rank runs the CUDA backend on a
+ * GPU of its own, the row has more than one rank, the NCCL library loads
+ * (nccl_transport.h) and XJ_NCCL=0 is not set; MPI otherwise. All ranks
+ * agree: one rank that cannot use NCCL makes every rank use MPI, and rank
+ * 0 says why in one line on stderr (nothing when Pc = 1 or on the CPU).
+ * If NCCL fails to start on any rank, all fall back to MPI with a warning.
+ * A NCCL wait that passes XJ_NCCL_TIMEOUT seconds (default 300) ends the
+ * job with a message naming rank, host and call. Returns st->code.
+ */
+int device_transport_open(const xj_comm *c, const xj_device_choice *dev,
+			  xj_transport *t, xj_status *st);
+
+/* 1 when t moves device buffers: use be->topk_end_merged with it. */
+int device_transport_is_device(const xj_transport *t);
+
+/* Collective over the row when t is NCCL's; nothing for MPI's. */
+void device_transport_close(xj_transport *t);
 
 /* Collective: create every rank's backend (halving chunks on a GPU short
  * of memory, with a warning), then lower run->pl to the chunk sizes all

@@ -7,6 +7,7 @@
 
 #include "../kernels/metric.h"
 #include "../kernels/topk.h"
+#include "device.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -313,7 +314,7 @@ static void topk_free(topk_bufs *b)
 
 /* Local k-lists of query rows [q0, q0+qrows) against my base shard. */
 static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
-		      int64_t qrows, topk_bufs *b, xj_status *st)
+		      int64_t qrows, topk_bufs *b, int merged, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
 	int64_t d = run->job->d, bc = run->pl.bchunk_rows;
@@ -342,7 +343,10 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 		report_add(run->rep, PH_COMPUTE, &t0);
 		report_progress(run->rep, run->comm);
 	}
-	be->topk_end(be, b->key, b->idx, st);
+	/* a device transport merges the lists where they are (the
+	 * backend's topk_end_merged, in driver_topk) */
+	if (!merged)
+		be->topk_end(be, b->key, b->idx, st);
 	report_add(run->rep, PH_COMPUTE, &t0);
 	return st->code;
 }
@@ -367,9 +371,11 @@ int driver_topk(xj_run *run, xj_status *st)
 	xj_transport tr;
 	topk_bufs b;
 	h5in *qin = NULL, *bin = NULL;
-	int slot_idx, slot_dist;
+	int slot_idx, slot_dist, merged;
 
-	comm_mpi_transport(run->comm->row, &tr);
+	device_transport_open(run->comm, run->dev, &tr, st);
+	merged = device_transport_is_device(&tr) &&
+		 run->be->topk_end_merged != NULL;
 	topk_alloc(run, &b, st);
 	if (!st->code)
 		open_inputs(run, &qin, &bin, st);
@@ -388,13 +394,16 @@ int driver_topk(xj_run *run, xj_status *st)
 
 		qrows = rows_to_do(run, q0, qrows);
 		if (qrows)
-			topk_local(run, qin, bin, q0, qrows, &b, st);
+			topk_local(run, qin, bin, q0, qrows, &b, merged, st);
 		if (comm_agree(run->comm, st))
 			break;
 		t0 = report_now();
 		/* my whole grid row has the same query block, so all its
 		 * ranks take part in this exchange or none does */
-		if (qrows)
+		if (qrows && merged)
+			run->be->topk_end_merged(run->be, &tr, b.mkey, b.midx,
+						 &part0, &nrows, st);
+		else if (qrows)
 			comm_topk_reduce_scatter(&tr, qrows, k, b.key, b.idx,
 						 b.mkey, b.midx, &part0,
 						 &nrows, st);
@@ -415,6 +424,7 @@ int driver_topk(xj_run *run, xj_status *st)
 			break;
 	}
 out:
+	device_transport_close(&tr);
 	if (qin)
 		h5in_close(qin);
 	if (bin)

@@ -54,6 +54,7 @@ typedef struct xj_run {
 	xj_report *rep;
 	xj_progress prog;
 	float *resq, *resb;     /* resident block and shard, or NULL */
+	const struct xj_device_choice *dev;   /* backend and GPU (device.h) */
 } xj_run;
 
 /* Backend calls this rank makes (for progress lines): query chunks not

@@ -396,6 +396,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	double t0 = rep.t_start;
 
 	run.rep = &rep;
+	run.dev = &dev;
 	if (c->rank == 0 && !resolve_inputs(job, &run.qinfo, &run.binfo, st) &&
 	    job->command != XJ_CMD_PLAN)
 		progress_start(job, &run, st);

@@ -13,6 +13,9 @@
  *   for each base chunk b: be->topk_add(be, &b, st);
  *   be->topk_end(be, keys, idx, st);     // q.rows x k, sorted, padded
  *
+ * With a device transport (NCCL), topk_end_merged replaces topk_end and
+ * comm_topk_reduce_scatter: the lists never leave the GPU before the merge.
+ *
  * For the matrix it computes one block of canonical values:
  *   be->matrix_block(be, &q, &b, out, st);   // out: q.rows x b.rows
  *
@@ -45,14 +48,23 @@ typedef struct xj_backend_cfg {
 	int threads;           /* 0: OpenMP default */
 	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */
+	xj_precision precision;  /* candidate GEMM (CUDA; the CPU ignores it) */
 } xj_backend_cfg;
 
 typedef struct xj_backend xj_backend;
+struct xj_transport;
 struct xj_backend {
 	const char *name;      /* "cpu", "cuda" */
 	int (*topk_begin)(xj_backend *be, const xj_rows *q, xj_status *st);
 	int (*topk_add)(xj_backend *be, const xj_rows *b, xj_status *st);
 	int (*topk_end)(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+	/* Optional (NULL: not offered): topk_end and the grid row's merge in
+	 * one, for lists that stay on the device: as comm_topk_reduce_scatter
+	 * over t (a transport this backend accepts, e.g. NCCL's) on the
+	 * chunk's lists, writing this rank's merged part to key/idx. */
+	int (*topk_end_merged)(xj_backend *be, const struct xj_transport *t,
+			       float *key, int64_t *idx, int64_t *out_row0,
+			       int64_t *out_rows, xj_status *st);
 	int (*matrix_block)(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			    float *out, xj_status *st);
 	void (*release)(xj_backend *be);   /* frees be itself too */

@@ -180,6 +180,128 @@ double metric_err_bound(xj_metric m, int64_t d, double qnorm, double bnorm)
 	return INFINITY;
 }
 
+/*
+ * Lower-precision candidate GEMMs (--precision, GPU backend only). The GEMM
+ * only proposes candidates; its error bound must stay a true worst case.
+ *
+ * Input rounding. Each float x fed to the GEMM becomes r(x) with
+ *     |r(x) - x| <= up |x| + eta
+ * tf32  up = 2^-10  10 stored bits. cuBLAS does not document how it turns
+ *                   float operands into tf32 (the tensor core may simply
+ *                   drop the low 13 bits), so we take truncation's 1 ulp,
+ *                   which also covers round to nearest (even or away).
+ * bf16  up = 2^-8   7 stored bits, round to nearest even (__float2bfloat16_rn)
+ * fp16  up = 2^-11  10 stored bits, round to nearest even (__float2half_rn)
+ * eta covers values below the format's smallest normal, whether kept as
+ * subnormals or flushed to zero: 2^-126 (tf32, bf16: float's range) and
+ * 2^-14 for fp16, whose subnormals start at 6.1e-5. fp16 also overflows
+ * above 65504; the backend checks every chunk on the host and runs the
+ * float32 GEMM (and bound) on a chunk that holds such a value, so r never
+ * overflows. Rows pass metric_check_rows (|x|^2 <= 1e37), far inside
+ * tf32's and bf16's range.
+ *
+ * Rounded dot product. With Q = |q|, B = |b| (Euclidean), componentwise
+ * errors give |r(q) - q| <= up Q + eta sqrt(d) =: dq (triangle inequality)
+ * and |r(b)| <= B + db, so by Cauchy-Schwarz
+ *     |r(q).r(b) - q.b| = |(r(q) - q).r(b) + q.(r(b) - b)|
+ *                       <= dq (B + db) + Q db                       (E_in)
+ *
+ * Accumulation in float32, possibly on tensor cores. Model: products of
+ * the rounded inputs are exact or rounded toward zero, and any reduction
+ * tree (sequential, split-k, or the tensor core's fused multi-term adds)
+ * combines c values with an error below 1 ulp of float32 at the largest
+ * of them for each value (alignment by truncation) plus 1 ulp of the
+ * result (normalisation by truncation): at most (c + 1) 2u T, u = 2^-24,
+ * T the sum of the magnitudes combined. Over a tree with d leaves and
+ * N <= d - 1 inner nodes the c's sum to d + N - 1, so all nodes together
+ * lose at most (3d - 3) 2u of the running magnitudes, and with the
+ * product roundings and the growth of those magnitudes
+ *     |acc - r(q).r(b)| <= 6 d u / (1 - 6 d u) S,  S = sum |r(q_i) r(b_i)|
+ *                                               <= (Q + dq)(B + db)  (E_acc)
+ * The model is 2 to 6 times wider than IEEE float32 round to nearest
+ * (d u); E_in dominates it unless d is in the thousands for tf32/fp16.
+ *
+ * Approx space, E = E_in + E_acc, u = 2^-24 (see metric_err_bound for the
+ * float32 terms that do not depend on the precision):
+ *   l2, sqeuclidean: a = qq + fl(fl(|b|^2) - 2 acc)
+ *                    |a - exact| <= 2 (1 + u) E + 2u (Q + B)^2
+ *                    (the -2 is exact; fl(|b|^2) and the addition add
+ *                    u B^2 + u (B^2 + 2 Q B + 2 E))
+ *   ip:              a = -acc, |a - exact| <= E
+ *   cosine:          a = 1 - acc on rows normalised in float, each within
+ *                    u + 2^-50 of the unit row componentwise, so their
+ *                    norms are <= 1 + 2^-20 and their dot product is
+ *                    within 3u of the cosine: |a - exact| <= E + 3u
+ * plus, for every metric, the double error of the canonical score
+ * ((d + 8) 2^-50 (Q + B)^2, Q B or 1: far more than (d + 5) 2^-53) and
+ * 8 (d + 8) FLT_MIN for products and sums that underflow. The norms the
+ * callers pass are float roundings of the exact ones (or 1 for cosine);
+ * they are raised by 2^-20 relative before use, which covers that
+ * rounding. Every term grows with qnorm and bnorm, so the bound at the
+ * largest base norm of a tile holds for every row of the tile.
+ *
+ * Measured (tests/gpu/test_cuda_precision.c, emulated roundings and
+ * accumulations): the bound is 3.4 to 6.0 times the largest error seen on
+ * Gaussian rows with d >= 16 and 5.2 to 17 times on GloVe rows; at d = 1
+ * two inputs truncated the same way reach it (ratio 1.0), as a worst case
+ * should.
+ */
+#define PREC_SLACK (1.0 + 0x1p-20)
+
+/* up and eta of the input rounding of p (above); 0 for fp32. */
+static int prec_rounding(xj_precision p, double *up, double *eta)
+{
+	switch (p) {
+	case XJ_PREC_TF32:
+		*up = 0x1p-10;
+		*eta = 0x1p-126;
+		return 1;
+	case XJ_PREC_BF16:
+		*up = 0x1p-8;
+		*eta = 0x1p-126;
+		return 1;
+	case XJ_PREC_FP16:
+		*up = 0x1p-11;
+		*eta = 0x1p-14;
+		return 1;
+	case XJ_PREC_FP32:
+		break;
+	}
+	return 0;
+}
+
+double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
+			     double bnorm, xj_precision p)
+{
+	double up, eta, n = (double)d, qn, bn, r, dq, db, bt, g, acc, dbl;
+	double tiny = 8.0 * (n + 8.0) * FLT_MIN, s;
+
+	if (!prec_rounding(p, &up, &eta))
+		return metric_err_bound(m, d, qnorm, bnorm);
+	if (12.0 * n * U32 >= 1.0)
+		return INFINITY;
+	qn = qnorm * PREC_SLACK;
+	bn = bnorm * PREC_SLACK;
+	r = eta * sqrt(n);
+	dq = up * qn + r;
+	db = up * bn + r;
+	bt = bn + db;
+	acc = 6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+	g = dq * bt + qn * db + acc * (qn + dq) * bt;
+	dbl = (n + 8.0) * 0x1p-50;
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		s = qn + bn;
+		return 2.0 * (1.0 + U32) * g + (2.0 * U32 + dbl) * s * s + tiny;
+	case XJ_METRIC_IP:
+		return g + dbl * qn * bn + tiny;
+	case XJ_METRIC_COSINE:
+		return g + 3.0 * U32 + dbl + tiny;
+	}
+	return INFINITY;
+}
+
 /* Squared norms above this overflow float32 in the GEMM path (|q.b|,
  * |b|^2 and their sums must stay below FLT_MAX ~ 3.4e38). */
 #define NORM2_MAX 1e37

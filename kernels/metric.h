@@ -3,7 +3,7 @@
  *
  * defines: metric_key, metric_norm2, metric_key_to_value,
  *          metric_value_to_key, metric_gate_approx, metric_err_bound,
- *          metric_check_rows
+ *          metric_err_bound_prec, metric_check_rows
  *
  * Every result xjoin reports is a *canonical* score: computed from the
  * float32 values as read, in double precision, accumulating over the
@@ -65,6 +65,15 @@ double metric_gate_approx(xj_metric m, float key);
  * with Euclidean norms qnorm and bnorm (as computed in float; for cosine
  * pass 1, 1). */
 double metric_err_bound(xj_metric m, int64_t d, double qnorm, double bnorm);
+
+/* metric_err_bound() for a GEMM whose inputs are rounded to precision p
+ * (tf32, bf16, fp16) and accumulated in float32, possibly on tensor cores
+ * (the model and its derivation are in metric.c). p = XJ_PREC_FP32 gives
+ * metric_err_bound() itself. fp16 holds only |x| <= 65504: a chunk with a
+ * larger value must use the float32 GEMM (and bound). INFINITY when d is
+ * too large for the model (12 d >= 2^24), which keeps every pair. */
+double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
+			     double bnorm, xj_precision p);
 
 /* Metric-specific input checks on rows already known to be finite:
  * cosine rejects zero rows; every metric rejects rows whose squared norm

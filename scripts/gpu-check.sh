@@ -14,14 +14,25 @@
 # or HDF5 of their own.
 #
 # Checks, each printed as PASS, FAIL or SKIP with a reason:
-#   - gpu.test_cuda_backend (exits 77 with SKIPPED when there is no GPU)
+#   - the GPU test programs, each exiting 77 with SKIPPED when there is no
+#     GPU (test_nccl_transport also without a loadable NCCL):
+#     gpu.test_cuda_backend, gpu.test_cuda_precision (the tf32/bf16/fp16
+#     GEMM within its error bound, top-k in every precision equal to the
+#     CPU), gpu.test_nccl_transport (one rank: NCCL exchange, device merge
+#     of a grid row, topk_end_merged against the MPI path, the deadline)
 #   - topk k=10 and k=100, every metric, on data/glove-demo.h5 and
 #     glove-100d-100k.h5 (bundle DIR/data or ../shared/data) when present:
 #     --device gpu against --device cpu
 #   - matrix, every metric, on glove-demo and a 200 x 20000 slice of glove-100k
 #   - a starved GPU (--gpu-mem-fraction 0.0005, --chunk-rows 64): many chunks,
 #     same bits
-#   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank
+#   - topk with --precision tf32, bf16 and fp16: the same bits as the CPU
+#   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
+#     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
+#     cannot run on a one-GPU machine)
+# NCCL is loaded at run time: XJ_NCCL_LIBRARY names libnccl.so.2 when the
+# loader cannot find it; this script looks in python3's nvidia/nccl and
+# torch packages and /usr/local/cuda when it is unset.
 # and closes with the line `N passed, N failed`; the exit status is 1 when
 # any check failed. Skipped checks count in neither number: a machine with
 # no GPU passes nothing of the GPU's.
@@ -55,7 +66,7 @@ if [ -n "$bundle" ]; then
 	# shellcheck source=/dev/null
 	. "$bundle/env.sh"
 	xj=$XJ_BUNDLE/bin/xjoin
-	cuda_test=$XJ_BUNDLE/bin/test_cuda_backend
+	test_dir=$XJ_BUNDLE/bin
 	commit=$(head -1 "$XJ_BUNDLE/COMMIT")
 	big_candidates=("$XJ_BUNDLE/data/glove-100d-100k.h5" ../shared/data/glove-100d-100k.h5)
 else
@@ -63,7 +74,7 @@ else
 		scripts/build.sh >/dev/null || { echo "gpu-check.sh: build failed" >&2; exit 1; }
 	fi
 	xj=$PWD/build/xjoin
-	cuda_test=$PWD/build/tests/gpu/test_cuda_backend
+	test_dir="$PWD/build/tests/gpu $PWD/build/tests"
 	commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 	[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit (modified)"
 	big_candidates=(../shared/data/glove-100d-100k.h5)
@@ -72,6 +83,27 @@ fi
 mkdir -p "$work" || exit 1
 log=$work/log
 : >"$log"
+
+# libnccl.so.2 for the NCCL transport (dlopen), unless the loader finds it:
+# python3's nvidia-nccl and torch packages, then the CUDA toolkit
+nccl_candidates() {
+	python3 - 2>/dev/null <<'PY'
+import importlib.util, os
+for mod in ("nvidia.nccl", "torch"):
+    try:
+        spec = importlib.util.find_spec(mod)
+    except Exception:
+        continue
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        print(os.path.join(loc, "lib", "libnccl.so.2"))
+PY
+	echo /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2
+}
+if [ -z "${XJ_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+	for f in $(nccl_candidates); do
+		[ -f "$f" ] && { export XJ_NCCL_LIBRARY=$f; break; }
+	done
+fi
 
 # --- header -------------------------------------------------------------------
 echo "# xjoin gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
@@ -86,6 +118,7 @@ else
 	echo "driver none"
 fi
 [ -n "${XJ_CUDA_LIBDIR:-}" ] && echo "# CUDA libraries from $XJ_CUDA_LIBDIR"
+echo "# NCCL: ${XJ_NCCL_LIBRARY:-libnccl.so.2 on the loader path}"
 if ldd "$xj" | grep -q "not found"; then
 	echo "# unresolved libraries:"
 	ldd "$xj" | grep "not found" | sed 's/^/#   /'
@@ -181,18 +214,24 @@ check() {
 }
 
 # --- 1. the CUDA backend's own tests -------------------------------------------
-if [ -x "$cuda_test" ]; then
-	"$cuda_test" >"$work/test_cuda_backend.out" 2>&1
+for t in test_cuda_backend test_cuda_precision test_nccl_transport; do
+	prog=
+	for dir in $test_dir; do
+		[ -x "$dir/$t" ] && { prog=$dir/$t; break; }
+	done
+	if [ -z "$prog" ]; then
+		result FAIL "gpu.$t" "$t missing in $test_dir (built without CUDA?)"
+		continue
+	fi
+	"$prog" >"$work/$t.out" 2>&1
 	rc=$?
 	case $rc in
-	0) result PASS "gpu.test_cuda_backend" ;;
-	77) result SKIP "gpu.test_cuda_backend" "$(grep -m1 SKIPPED "$work/test_cuda_backend.out")" ;;
-	*) result FAIL "gpu.test_cuda_backend" "exit $rc, see $work/test_cuda_backend.out"
-	   tail -20 "$work/test_cuda_backend.out" ;;
+	0) result PASS "gpu.$t" ;;
+	77) result SKIP "gpu.$t" "$(grep -m1 SKIPPED "$work/$t.out")" ;;
+	*) result FAIL "gpu.$t" "exit $rc, see $work/$t.out"
+	   tail -20 "$work/$t.out" ;;
 	esac
-else
-	result FAIL "gpu.test_cuda_backend" "$cuda_test missing (built without CUDA?)"
-fi
+done
 
 # --- 2. GPU against CPU on real data ------------------------------------------------
 demo=data/glove-demo.h5
@@ -251,7 +290,18 @@ if [ -n "$slice" ]; then
 		matrix -q "$slice" -b "$slice" -m l2 -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
 fi
 
-# --- 4. two ranks sharing one GPU ----------------------------------------------------
+# --- 4. lower-precision candidate GEMMs: still the CPU's bits -------------------
+precisions="tf32 bf16 fp16"
+for p in $precisions; do
+	for m in $metrics; do
+		check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
+			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "$p"
+	done
+	check "topk demo l2 k=100 --precision $p" "topk-demo-l2-100" \
+		topk -q "$demo" -b "$demo" -k 100 -m l2 -- --device gpu --precision "$p"
+done
+
+# --- 5. two ranks sharing one GPU ----------------------------------------------------
 check "mpirun -np 2 topk $tn l2 k=10 --gpu-share" "topk-$tn-l2-10" \
 	topk -q "$tf" -b "$tf" -k 10 -m l2 -- mpirun 2 --device gpu --gpu-share
 check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \

@@ -23,10 +23,16 @@
  * backend). The k-lists are the exact canonical top-k whatever the
  * chunking: the same bits as the CPU backend.
  *
- * Per base element: 2d GEMM FLOPs (float32, no TF32: CUBLAS_DEFAULT_MATH
- * keeps float32 arithmetic, which metric_err_bound() assumes); 8 bytes
- * and one float add + compare in the scan; per kept pair 4d bytes and 3d
- * double FLOPs of rescoring.
+ * Per base element: 2d GEMM FLOPs (cfg->precision: float32 by default,
+ * where CUBLAS_DEFAULT_MATH keeps float32 arithmetic as metric_err_bound()
+ * assumes; tf32, bf16 or fp16 on tensor cores, with float32 accumulation
+ * and metric_err_bound_prec()'s wider bound, bf16/fp16 reading 16-bit
+ * copies made once per chunk); 8 bytes and one float add + compare in
+ * the scan; per kept pair 4d bytes and 3d double FLOPs of rescoring.
+ *
+ * Merge (topk_end_merged, with nccl_transport.h): the chunk's lists go
+ * to the ranks of the grid row straight from device memory and are
+ * merged there (merge.cuh); see backend_cuda.h.
  *
  * Streaming: topk_add copies the caller's rows into one of two pinned
  * buffers (after the copy that last used that buffer has finished), queues
@@ -53,13 +59,18 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "comm_cxx.h"
+#include "nccl_transport.h"
+
 extern "C" {
+#include "../../app/plan.h"
 #include "../metric.h"
 }
 
 #include "canonical.cuh"
 #include "check.cuh"
 #include "matrix.cuh"
+#include "merge.cuh"
 #include "prep.cuh"
 #include "rescore.cuh"
 #include "select.cuh"
@@ -84,6 +95,7 @@ typedef struct cuda_backend {
 	xj_backend be;          /* first: the driver sees this */
 	xj_backend_cfg cfg;
 	int device;
+	int lowp;               /* bf16/fp16: GEMM on 16-bit copies */
 	double gate0;           /* approx-space gate of the threshold */
 	cudaStream_t stream;
 	cublasHandle_t blas;
@@ -98,6 +110,8 @@ typedef struct cuda_backend {
 	float *ekey;            /* exact lists, qalloc x k, sorted, padded */
 	int64_t *eidx;
 	int64_t *ecount;        /* entries per list */
+	uint16_t *qlow;         /* bf16/fp16 copy of the GEMM's query rows */
+	int q_fp32;             /* fp16: this chunk needs the float32 GEMM */
 
 	/* base rows */
 	int64_t balloc;
@@ -106,6 +120,8 @@ typedef struct cuda_backend {
 	float *bn2;             /* float squared norms (l2 family) */
 	float *bnorm;
 	float *submax;          /* largest bnorm per TB sub-tile */
+	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
+	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
 	float *stage[2];        /* pinned host, balloc x d */
 	cudaEvent_t staged[2];  /* upload out of stage[s] done */
 	int next_stage;
@@ -120,6 +136,12 @@ typedef struct cuda_backend {
 	float *tkey;            /* TQ x k: merge scratch */
 	int64_t *tidx;
 	unsigned long long *bad; /* [0] query rows, [1] base rows */
+
+	/* the merge of topk_end_merged: received lists and their counts */
+	int64_t ralloc;         /* entries */
+	float *rkey;
+	int64_t *ridx;
+	int64_t *rvalid;        /* ralloc / k */
 
 	int active;             /* between topk_begin and topk_end */
 	int64_t qrows, qfirst;
@@ -204,6 +226,7 @@ static void query_free(cuda_backend *c)
 	dev_free(&c->ekey);
 	dev_free(&c->eidx);
 	dev_free(&c->ecount);
+	dev_free(&c->qlow);
 	c->qalloc = 0;
 }
 
@@ -226,7 +249,9 @@ static int query_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	    dev_alloc(&c->gate, rows, "query gates", st) ||
 	    dev_alloc(&c->ekey, mul_sat(rows, k), "k-list keys", st) ||
 	    dev_alloc(&c->eidx, mul_sat(rows, k), "k-list indices", st) ||
-	    dev_alloc(&c->ecount, rows, "k-list counts", st)) {
+	    dev_alloc(&c->ecount, rows, "k-list counts", st) ||
+	    (c->lowp && dev_alloc(&c->qlow, mul_sat(rows, d),
+				  "16-bit query rows", st))) {
 		query_free(c);
 		return st->code;
 	}
@@ -242,6 +267,7 @@ static void base_free(cuda_backend *c)
 	dev_free(&c->bn2);
 	dev_free(&c->bnorm);
 	dev_free(&c->submax);
+	dev_free(&c->blow);
 	for (int s = 0; s < 2; s++) {
 		if (c->stage[s])
 			(void)cudaFreeHost(c->stage[s]);
@@ -266,6 +292,8 @@ static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	    dev_alloc(&c->bn2, rows, "base norms", st) ||
 	    dev_alloc(&c->bnorm, rows, "base norms", st) ||
 	    dev_alloc(&c->submax, rows / XJ_CUDA_TB + 1, "sub-tile norms", st) ||
+	    (c->lowp && dev_alloc(&c->blow, mul_sat(rows, d),
+				  "16-bit base rows", st)) ||
 	    pinned_alloc(&c->stage[0], mul_sat(rows, d), "base staging", st) ||
 	    pinned_alloc(&c->stage[1], mul_sat(rows, d), "base staging", st)) {
 		base_free(c);
@@ -286,6 +314,10 @@ static void work_free(cuda_backend *c)
 	dev_free(&c->tkey);
 	dev_free(&c->tidx);
 	dev_free(&c->bad);
+	dev_free(&c->rkey);
+	dev_free(&c->ridx);
+	dev_free(&c->rvalid);
+	c->ralloc = 0;
 }
 
 static int work_alloc(cuda_backend *c, xj_status *st)
@@ -371,19 +403,39 @@ static int base_upload(cuda_backend *c, const xj_rows *b, xj_status *st)
 	return XJ_OK;
 }
 
-/* Norms, the cosine copy and the sub-tile maxima of the base chunk. */
+/*
+ * Whether a chunk of rows (host copy x, n rows) must take the float32
+ * GEMM although a 16-bit precision is set: fp16 holds no |x_i| > 65504
+ * (metric.c). The normalised rows of cosine are within 1 + 2^-24 and
+ * always fit; bf16 has float's range.
+ */
+static int lowp_needs_fp32(const cuda_backend *c, const float *x, int64_t n)
+{
+	if (!c->lowp || c->cfg.precision != XJ_PREC_FP16 ||
+	    c->cfg.metric == XJ_METRIC_COSINE)
+		return 0;
+	return !xjc_fp16_fits(x, n * c->cfg.d);
+}
+
+/* Norms, the cosine copy, the sub-tile maxima and the 16-bit copy of the
+ * base chunk (when its tiles use one). */
 static int base_prepare(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
+	int cosine = m == XJ_METRIC_COSINE;
 
 	if (prep_norms(c->b, b->rows, c->cfg.d, m, b->first_row, c->bb,
 		       xjc_is_sq(m) ? c->bn2 : NULL, c->bnorm, &c->bad[1],
 		       c->stream, st) ||
-	    (m == XJ_METRIC_COSINE &&
+	    (cosine &&
 	     prep_hat(c->b, c->bb, b->rows, c->cfg.d, c->bhat, c->stream,
 		      st)) ||
 	    prep_submax(c->bnorm, b->rows, XJ_CUDA_TB, c->submax, c->stream,
 			st))
+		return st->code;
+	if (c->lowp && !c->q_fp32 && !c->b_fp32 &&
+	    prep_lowp(cosine ? c->bhat : c->b, b->rows * c->cfg.d,
+		      c->cfg.precision, c->blow, c->stream, st))
 		return st->code;
 	return XJ_OK;
 }
@@ -410,10 +462,14 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 					       (size_t)(n * d) * sizeof(float),
 					       cudaMemcpyHostToDevice,
 					       c->stream));
+		c->q_fp32 = lowp_needs_fp32(c, q->x, n);
 		if (prep_norms(c->q, n, d, m, q->first_row, c->qq, NULL,
 			       c->qnorm, &c->bad[0], c->stream, st) ||
 		    (m == XJ_METRIC_COSINE &&
 		     prep_hat(c->q, c->qq, n, d, c->qhat, c->stream, st)) ||
+		    (c->lowp && !c->q_fp32 &&
+		     prep_lowp(m == XJ_METRIC_COSINE ? c->qhat : c->q, n * d,
+			       c->cfg.precision, c->qlow, c->stream, st)) ||
 		    prep_fill_f32(c->ekey, n * k, INFINITY, c->stream, st) ||
 		    prep_fill_f64(c->gate, n, c->gate0, c->stream, st))
 			return st->code;
@@ -437,6 +493,51 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	return XJ_OK;
 }
 
+/*
+ * g = alpha B A^T in the GEMM precision p: A (nb x d) base rows and B
+ * (tq x d) query rows, both row-major, so g is tq x nb row-major, which
+ * is column-major g^T = alpha A B^T (op(A) = T on the base rows, op(B) =
+ * N on the query rows). a and b are float rows for fp32 and tf32, 16-bit
+ * copies (prep_lowp) for bf16 and fp16. Accumulation is float32 in every
+ * case: cublasSgemm under CUBLAS_DEFAULT_MATH (no tensor cores), tf32
+ * tensor cores with CUBLAS_COMPUTE_32F_FAST_TF32, and CUBLAS_COMPUTE_32F
+ * for 16-bit inputs (metric_err_bound_prec's model).
+ */
+static int gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
+		    int64_t d, float alpha, const void *a, const void *b,
+		    float *g, xj_status *st)
+{
+	cudaDataType_t t16 = p == XJ_PREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+	float beta = 0.0f;
+
+	switch (p) {
+	case XJ_PREC_FP32:
+		CUBLAS_CHECK(st, cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
+					     (int)d, &alpha, (const float *)a,
+					     (int)d, (const float *)b, (int)d,
+					     &beta, g, nb));
+		return XJ_OK;
+	case XJ_PREC_TF32:
+		CUBLAS_CHECK(st, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
+					      (int)d, &alpha, a, CUDA_R_32F,
+					      (int)d, b, CUDA_R_32F, (int)d,
+					      &beta, g, CUDA_R_32F, nb,
+					      CUBLAS_COMPUTE_32F_FAST_TF32,
+					      CUBLAS_GEMM_DEFAULT));
+		return XJ_OK;
+	case XJ_PREC_BF16:
+	case XJ_PREC_FP16:
+		CUBLAS_CHECK(st, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
+					      (int)d, &alpha, a, t16, (int)d, b,
+					      t16, (int)d, &beta, g, CUDA_R_32F,
+					      nb, CUBLAS_COMPUTE_32F,
+					      CUBLAS_GEMM_DEFAULT));
+		return XJ_OK;
+	}
+	return xj_fail(st, XJ_EXIT_INTERNAL, "gemm_run: precision %d",
+		       (int)p);
+}
+
 /* Query rows [i0, i0 + tq) against base chunk rows [j0, j0 + nb). */
 static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 		     int64_t j0, int nb, xj_status *st)
@@ -447,14 +548,21 @@ static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 	int cosine = m == XJ_METRIC_COSINE, sq = xjc_is_sq(m);
 	const float *qa = cosine ? c->qhat : c->q;
 	const float *ba = cosine ? c->bhat : c->b;
-	float alpha = sq ? -2.0f : -1.0f, beta = 0.0f;
+	float alpha = sq ? -2.0f : -1.0f;
+	xj_precision p = cfg->precision;
+	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
 
-	CUBLAS_CHECK(st, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
-				     (int)d, &alpha, ba + j0 * d, (int)d,
-				     qa + i0 * d, (int)d, &beta, c->g, nb));
+	if (c->lowp && (c->q_fp32 || c->b_fp32))
+		p = XJ_PREC_FP32;      /* fp16 cannot hold this chunk */
+	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
+		ga = c->blow + j0 * d;
+		gb = c->qlow + i0 * d;
+	}
+	if (gemm_run(c->blas, p, nb, tq, d, alpha, ga, gb, c->g, st))
+		return st->code;
 	if (sel_scan(c->g, tq, nb, sq ? c->bn2 + j0 : NULL, m, d,
 		     c->gate + i0, c->qq + i0, c->qnorm + i0,
-		     c->submax + j0 / XJ_CUDA_TB, cfg->self, c->qfirst + i0,
+		     c->submax + j0 / XJ_CUDA_TB, p, cfg->self, c->qfirst + i0,
 		     bfirst, c->cand, XJ_CUDA_TB, c->ncand, c->stream, st) ||
 	    rescore(tq, m, d, c->q + i0 * d, c->qq + i0, c->b + j0 * d,
 		    c->bb + j0, bfirst, c->cand, c->ncand, XJ_CUDA_TB,
@@ -480,6 +588,7 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	if (nb == 0 || nq == 0)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
+	c->b_fp32 = lowp_needs_fp32(c, b->x, nb);
 	if (base_reserve(c, nb, st) || base_upload(c, b, st) ||
 	    base_prepare(c, b, st))
 		return st->code;
@@ -515,6 +624,119 @@ static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 				       cudaMemcpyDeviceToHost, c->stream));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	c->active = 0;
+	if (bad != XJC_BAD_NONE)
+		return flag_bad(bad, st);
+	return XJ_OK;
+}
+
+/* ---- top-k merged across the grid row on the device ------------------- */
+
+/* Receive buffers of the merge for n list entries (n / k lists). */
+static int merge_reserve(cuda_backend *c, int64_t n, xj_status *st)
+{
+	int64_t lists = n / c->cfg.k + 1;
+
+	if (n <= c->ralloc)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	dev_free(&c->rkey);
+	dev_free(&c->ridx);
+	dev_free(&c->rvalid);
+	c->ralloc = 0;
+	if (dev_alloc(&c->rkey, n, "received k-lists", st) ||
+	    dev_alloc(&c->ridx, n, "received k-lists", st) ||
+	    dev_alloc(&c->rvalid, lists, "received list counts", st)) {
+		dev_free(&c->rkey);
+		dev_free(&c->ridx);
+		dev_free(&c->rvalid);
+		return st->code;
+	}
+	c->ralloc = n;
+	return XJ_OK;
+}
+
+/* Everything this rank must do before the exchange: the chunk's work
+ * done (its base-row flag in *bad), room for nrecv received entries. */
+static int merged_prepare(cuda_backend *c, int64_t nrecv,
+			  unsigned long long *bad, xj_status *st)
+{
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	CUDA_CHECK(st, cudaMemcpyAsync(bad, &c->bad[1], sizeof(*bad),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	return merge_reserve(c, nrecv, st);
+}
+
+/* The received lists merged into ekey/eidx (whose own lists were sent
+ * and are no longer needed), copied to key/idx. */
+static int merged_finish(cuda_backend *c, int p, int64_t myrows, float *key,
+			 int64_t *idx, xj_status *st)
+{
+	int64_t k = c->cfg.k, n = myrows * k;
+
+	if (merge_lists(p, myrows, k, c->rkey, c->ridx, c->rvalid, c->ekey,
+			c->eidx, c->stream, st))
+		return st->code;
+	if (n > 0) {
+		CUDA_CHECK(st, cudaMemcpyAsync(key, c->ekey,
+					       (size_t)n * sizeof(float),
+					       cudaMemcpyDeviceToHost,
+					       c->stream));
+		CUDA_CHECK(st, cudaMemcpyAsync(idx, c->eidx,
+					       (size_t)n * sizeof(int64_t),
+					       cudaMemcpyDeviceToHost,
+					       c->stream));
+	}
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	return XJ_OK;
+}
+
+/*
+ * topk_end and comm_topk_reduce_scatter in one, over a NCCL transport:
+ * the same counts (comm_topk_counts), the exchange on device buffers, the
+ * merge of merge.cuh. Every rank of the row must take part in the
+ * exchange: a base row flagged by the device is reported after it, and a
+ * rank that cannot take part at all ends the job (nccl_transport_abandon)
+ * rather than leave its peers waiting for the timeout.
+ */
+static int topk_end_merged_run(cuda_backend *c, const xj_transport *t,
+			       float *key, int64_t *idx, int64_t *out_row0,
+			       int64_t *out_rows, xj_status *st)
+{
+	int64_t k = c->cfg.k, rows = c->qrows, my0, myrows, *cnt;
+	unsigned long long bad = XJC_BAD_NONE;
+	int p = t->size, rc;
+
+	*out_row0 = 0;
+	*out_rows = 0;
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
+	if (!nccl_transport_is(t))
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "needs the NCCL transport, not '%s'",
+			       t->name ? t->name : "?");
+	c->active = 0;
+	plan_block(rows, p, t->rank, &my0, &myrows);
+	cnt = (int64_t *)calloc(4 * (size_t)p, sizeof(int64_t));
+	if (!cnt) {
+		xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (%d counts)", p);
+		return nccl_transport_abandon(t, st);
+	}
+	comm_topk_counts(rows, k, p, t->rank, cnt);
+	if (merged_prepare(c, (int64_t)p * myrows * k, &bad, st)) {
+		free(cnt);
+		return nccl_transport_abandon(t, st);
+	}
+	rc = t->alltoallv(t, XJ_T_F32, c->ekey, cnt, cnt + p, c->rkey,
+			  cnt + 2 * p, cnt + 3 * p, st);
+	if (!rc)
+		rc = t->alltoallv(t, XJ_T_I64, c->eidx, cnt, cnt + p, c->ridx,
+				  cnt + 2 * p, cnt + 3 * p, st);
+	free(cnt);
+	if (rc || merged_finish(c, p, myrows, key, idx, st))
+		return st->code;
+	*out_row0 = my0;
+	*out_rows = myrows;
 	if (bad != XJC_BAD_NONE)
 		return flag_bad(bad, st);
 	return XJ_OK;
@@ -612,6 +834,16 @@ static int cuda_topk_end(xj_backend *be, float *key, int64_t *idx,
 	return rc ? entry_fail(cuda_of(be), rc, "topk_end", st) : XJ_OK;
 }
 
+static int cuda_topk_end_merged(xj_backend *be, const struct xj_transport *t,
+				float *key, int64_t *idx, int64_t *out_row0,
+				int64_t *out_rows, xj_status *st)
+{
+	int rc = topk_end_merged_run(cuda_of(be), t, key, idx, out_row0,
+				     out_rows, st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "topk_end_merged", st) : XJ_OK;
+}
+
 static int cuda_matrix_block(xj_backend *be, const xj_rows *q,
 			     const xj_rows *b, float *out, xj_status *st)
 {
@@ -675,8 +907,9 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 							cudaEventDisableTiming));
 	CUBLAS_CHECK(st, cublasCreate(&c->blas));
 	CUBLAS_CHECK(st, cublasSetStream(c->blas, c->stream));
-	/* float32 arithmetic only (no TF32 or BF16x9 emulation): the GEMM
-	 * error bound of metric.h assumes it */
+	/* float32 arithmetic for cublasSgemm (no TF32 or BF16x9 emulation):
+	 * the GEMM error bound of metric.h assumes it; the other precisions
+	 * name their compute type in cublasGemmEx */
 	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
 	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
 	    query_reserve(c, c->cfg.max_query_rows, st) ||
@@ -704,6 +937,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 		return xj_fail(st, XJ_EXIT_INPUT,
 			       "cuda backend: dimension %lld exceeds the cuBLAS limit",
 			       (long long)cfg->d);
+	if (cfg->precision < XJ_PREC_FP32 || cfg->precision > XJ_PREC_FP16)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cuda backend: unknown precision %d",
+			       (int)cfg->precision);
 	c = (cuda_backend *)calloc(1, sizeof(*c));
 	if (!c)
 		return xj_fail(st, XJ_EXIT_RESOURCE,
@@ -711,12 +948,15 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 			       sizeof(*c));
 	c->cfg = *cfg;
 	c->device = device;
+	c->lowp = cfg->precision == XJ_PREC_BF16 ||
+		  cfg->precision == XJ_PREC_FP16;
 	c->gate0 = cfg->has_threshold ?
 		   metric_gate_approx(cfg->metric, cfg->threshold_key) : INFINITY;
 	c->be.name = "cuda";
 	c->be.topk_begin = cuda_topk_begin;
 	c->be.topk_add = cuda_topk_add;
 	c->be.topk_end = cuda_topk_end;
+	c->be.topk_end_merged = cuda_topk_end_merged;
 	c->be.matrix_block = cuda_matrix_block;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
@@ -735,15 +975,27 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 {
 	double d = (double)cfg->d, k = cfg->k > 0 ? (double)cfg->k : 0;
 	double cos_row = cfg->metric == XJ_METRIC_COSINE ? 4 * d : 0;
+	double low_row = cfg->precision == XJ_PREC_BF16 ||
+			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
-	double per_q = 4 * d + cos_row + 28 + 12 * k;
-	double per_b = 4 * d + cos_row + 16;
+	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
+	double per_b = 4 * d + cos_row + low_row + 16;
 	double fixed = tile * 4 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
 	if (k >= 1)
 		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
 	total = (double)qrows * per_q + (double)brows * per_b + fixed;
+	return total >= 0x1p62 ? INT64_MAX : (int64_t)total;
+}
+
+extern "C" int64_t backend_cuda_merge_bytes(const xj_backend_cfg *cfg,
+					    int64_t qrows, int pc)
+{
+	double k = cfg->k > 0 ? (double)cfg->k : 0;
+	double lists = (double)qrows + (pc > 1 ? pc : 0);
+	double total = pc > 1 && k >= 1 ? lists * (12 * k + 8) : 0;
+
 	return total >= 0x1p62 ? INT64_MAX : (int64_t)total;
 }
 
@@ -875,7 +1127,75 @@ extern "C" float backend_cuda_host_threshold(xj_metric m, int64_t d,
 					     double gate, double qq,
 					     float qnorm, float bmax)
 {
-	return xjc_scan_threshold((int)m, d, gate, qq, qnorm, bmax);
+	return xjc_scan_threshold((int)m, d, gate, qq, qnorm, bmax,
+				  XJ_PREC_FP32);
+}
+
+extern "C" float backend_cuda_host_threshold_prec(xj_metric m, int64_t d,
+						  double gate, double qq,
+						  float qnorm, float bmax,
+						  xj_precision p)
+{
+	return xjc_scan_threshold((int)m, d, gate, qq, qnorm, bmax, (int)p);
+}
+
+extern "C" double backend_cuda_host_err_bound_prec(xj_metric m, int64_t d,
+						   double qnorm, double bnorm,
+						   xj_precision p)
+{
+	return xjc_err_bound_prec((int)m, d, qnorm, bnorm, (int)p);
+}
+
+extern "C" float backend_cuda_host_round(xj_precision p, float x)
+{
+	switch (p) {
+	case XJ_PREC_BF16:
+		return __bfloat162float(__float2bfloat16_rn(x));
+	case XJ_PREC_FP16:
+		return __half2float(__float2half_rn(x));
+	default:
+		return x;
+	}
+}
+
+extern "C" int backend_cuda_host_fp16_fits(const float *x, int64_t n)
+{
+	return xjc_fp16_fits(x, n);
+}
+
+extern "C" int backend_cuda_host_merge_lists(int p, int64_t rows, int64_t k,
+					     const float *key,
+					     const int64_t *idx, float *okey,
+					     int64_t *oidx)
+{
+	int64_t *nvalid = (int64_t *)malloc(sizeof(int64_t) *
+					    (size_t)(rows * p + 1));
+
+	if (!nvalid)
+		return XJ_EXIT_RESOURCE;
+	for (int64_t r = 0; r < rows; r++)
+		for (int j = 0; j < p; j++)
+			nvalid[r * p + j] = xjc_list_valid(
+				idx + ((int64_t)j * rows + r) * k, k);
+	for (int64_t e = 0; e < rows * k; e++) {
+		okey[e] = INFINITY;
+		oidx[e] = -1;
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		merge_lists_view v = { key, idx, nvalid + r * p, rows, k, r, p };
+
+		for (int j = 0; j < p; j++)
+			for (int64_t e = 0; e < v.nvalid[j]; e++) {
+				int64_t o = xjc_merged_position(v, j, e);
+
+				if (o < k) {
+					okey[r * k + o] = v.list(j).key_at(e);
+					oidx[r * k + o] = v.list(j).idx_at(e);
+				}
+			}
+	}
+	free(nvalid);
+	return XJ_OK;
 }
 
 extern "C" uint64_t backend_cuda_host_sortkey(float key, uint32_t col)
@@ -903,4 +1223,145 @@ extern "C" int64_t backend_cuda_host_merge(const float *akey,
 	if (nb > 0)
 		xjc_merge_part(a, na, b, nb, keep, k, okey, oidx, 0, 1);
 	return nout;
+}
+
+/* ---- device pieces on their own (gpu tests) ----------------------------- */
+
+/* Device buffers of the test entry points, freed in one place. */
+typedef struct test_bufs {
+	float *q, *b, *g, *key, *okey;
+	uint16_t *ql, *bl;
+	int64_t *idx, *oidx, *nvalid;
+	cudaStream_t s;
+	cublasHandle_t h;
+} test_bufs;
+
+static void test_bufs_free(test_bufs *t)
+{
+	dev_free(&t->q);
+	dev_free(&t->b);
+	dev_free(&t->g);
+	dev_free(&t->key);
+	dev_free(&t->okey);
+	dev_free(&t->ql);
+	dev_free(&t->bl);
+	dev_free(&t->idx);
+	dev_free(&t->oidx);
+	dev_free(&t->nvalid);
+	if (t->h)
+		(void)cublasDestroy(t->h);
+	if (t->s)
+		(void)cudaStreamDestroy(t->s);
+	(void)cudaGetLastError();
+}
+
+static int test_gemm_run(int device, xj_precision p, const float *q,
+			 int64_t nq, const float *b, int64_t nb, int64_t d,
+			 float alpha, float *g, test_bufs *t, xj_status *st)
+{
+	int lowp = p == XJ_PREC_BF16 || p == XJ_PREC_FP16;
+	const void *a = NULL, *bq = NULL;
+
+	if (nq < 1 || nb < 1 || d < 1 || nq > INT32_MAX || nb > INT32_MAX ||
+	    d > INT32_MAX)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "test gemm: %lld x %lld x %lld",
+			       (long long)nq, (long long)nb, (long long)d);
+	if (p == XJ_PREC_FP16 &&
+	    (!xjc_fp16_fits(q, nq * d) || !xjc_fp16_fits(b, nb * d)))
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "test gemm: values beyond fp16 (the backend runs such chunks in float32)");
+	CUDA_CHECK(st, cudaSetDevice(device));
+	CUDA_CHECK(st, cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
+	CUBLAS_CHECK(st, cublasCreate(&t->h));
+	CUBLAS_CHECK(st, cublasSetStream(t->h, t->s));
+	CUBLAS_CHECK(st, cublasSetMathMode(t->h, CUBLAS_DEFAULT_MATH));
+	if (dev_alloc(&t->q, nq * d, "test rows", st) ||
+	    dev_alloc(&t->b, nb * d, "test rows", st) ||
+	    dev_alloc(&t->g, nq * nb, "test tile", st) ||
+	    (lowp && (dev_alloc(&t->ql, nq * d, "test rows", st) ||
+		      dev_alloc(&t->bl, nb * d, "test rows", st))))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(t->q, q, (size_t)(nq * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, t->s));
+	CUDA_CHECK(st, cudaMemcpyAsync(t->b, b, (size_t)(nb * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, t->s));
+	a = t->b;
+	bq = t->q;
+	if (lowp) {
+		if (prep_lowp(t->q, nq * d, p, t->ql, t->s, st) ||
+		    prep_lowp(t->b, nb * d, p, t->bl, t->s, st))
+			return st->code;
+		a = t->bl;
+		bq = t->ql;
+	}
+	if (gemm_run(t->h, p, (int)nb, (int)nq, d, alpha, a, bq, t->g, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(g, t->g, (size_t)(nq * nb) * sizeof(float),
+				       cudaMemcpyDeviceToHost, t->s));
+	CUDA_CHECK(st, cudaStreamSynchronize(t->s));
+	return XJ_OK;
+}
+
+extern "C" int backend_cuda_test_gemm(int device, xj_precision p,
+				      const float *q, int64_t nq,
+				      const float *b, int64_t nb, int64_t d,
+				      float alpha, float *g, xj_status *st)
+{
+	test_bufs t;
+	int rc;
+
+	memset(&t, 0, sizeof(t));
+	rc = test_gemm_run(device, p, q, nq, b, nb, d, alpha, g, &t, st);
+	test_bufs_free(&t);
+	return rc;
+}
+
+static int test_merge_run(int device, int p, int64_t rows, int64_t k,
+			  const float *key, const int64_t *idx, float *okey,
+			  int64_t *oidx, test_bufs *t, xj_status *st)
+{
+	int64_t n = (int64_t)p * rows * k;
+
+	CUDA_CHECK(st, cudaSetDevice(device));
+	CUDA_CHECK(st, cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
+	if (dev_alloc(&t->key, n, "test lists", st) ||
+	    dev_alloc(&t->idx, n, "test lists", st) ||
+	    dev_alloc(&t->okey, rows * k, "test lists", st) ||
+	    dev_alloc(&t->oidx, rows * k, "test lists", st) ||
+	    dev_alloc(&t->nvalid, rows * p + 1, "test counts", st))
+		return st->code;
+	if (n > 0) {
+		CUDA_CHECK(st, cudaMemcpyAsync(t->key, key, (size_t)n * sizeof(float),
+					       cudaMemcpyHostToDevice, t->s));
+		CUDA_CHECK(st, cudaMemcpyAsync(t->idx, idx,
+					       (size_t)n * sizeof(int64_t),
+					       cudaMemcpyHostToDevice, t->s));
+	}
+	if (merge_lists(p, rows, k, t->key, t->idx, t->nvalid, t->okey, t->oidx,
+			t->s, st))
+		return st->code;
+	if (rows * k > 0) {
+		CUDA_CHECK(st, cudaMemcpyAsync(okey, t->okey,
+					       (size_t)(rows * k) * sizeof(float),
+					       cudaMemcpyDeviceToHost, t->s));
+		CUDA_CHECK(st, cudaMemcpyAsync(oidx, t->oidx,
+					       (size_t)(rows * k) * sizeof(int64_t),
+					       cudaMemcpyDeviceToHost, t->s));
+	}
+	CUDA_CHECK(st, cudaStreamSynchronize(t->s));
+	return XJ_OK;
+}
+
+extern "C" int backend_cuda_test_merge(int device, int p, int64_t rows,
+				       int64_t k, const float *key,
+				       const int64_t *idx, float *okey,
+				       int64_t *oidx, xj_status *st)
+{
+	test_bufs t;
+	int rc;
+
+	memset(&t, 0, sizeof(t));
+	rc = test_merge_run(device, p, rows, k, key, idx, okey, oidx, &t, st);
+	test_bufs_free(&t);
+	return rc;
 }

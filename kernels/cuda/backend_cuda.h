@@ -4,7 +4,8 @@
  *
  * defines: backend_cuda_create, backend_cuda_probe,
  *          backend_cuda_device_info, backend_cuda_work_bytes,
- *          backend_cuda_pinned_bytes, backend_cuda_host_*
+ *          backend_cuda_merge_bytes, backend_cuda_pinned_bytes,
+ *          backend_cuda_host_*, backend_cuda_test_*
  *
  * Plain C: app/ includes this header and never sees CUDA types or
  * <<< >>>. Results are canonical (metric.h): the same bits as the CPU
@@ -21,9 +22,23 @@
  *                metric_check_rows, a fault) are reported by the next
  *                call that waits: topk_end at the latest.
  *   topk_end     waits, copies the sorted, padded lists into key/idx.
+ *   topk_end_merged  (instead of topk_end, with a NCCL transport,
+ *                nccl_transport.h) waits, exchanges the lists over the
+ *                grid row on the device, merges them there (merge.cuh)
+ *                and copies only this rank's merged part: the result of
+ *                topk_end + comm_topk_reduce_scatter, bit for bit.
  *   matrix_block synchronous; must not be called between topk_begin and
  *                topk_end (it reuses the chunk buffers).
  * One backend drives one device from one host thread at a time.
+ *
+ * cfg->precision (--precision) picks the arithmetic of the candidate
+ * GEMM: fp32 (cublasSgemm, no tensor cores), tf32 (cublasGemmEx with
+ * CUBLAS_COMPUTE_32F_FAST_TF32), bf16 or fp16 (16-bit copies of the rows,
+ * cublasGemmEx with CUBLAS_COMPUTE_32F). The scan then uses that
+ * precision's error bound (metric_err_bound_prec), so the lists are the
+ * same bits whatever the precision; only the number of rescored
+ * candidates changes. fp16 cannot hold |x| > 65504: a query or base chunk
+ * holding such a value (found on the host) runs its tiles in fp32.
  *
  * Memory: everything is allocated by backend_cuda_create for
  * cfg->max_query_rows and cfg->max_base_rows (larger chunks later make
@@ -64,9 +79,10 @@ int backend_cuda_device_info(int device, char *line, size_t size);
 
 /* Device bytes the backend allocates for query chunks of qrows rows and
  * base chunks of brows rows, for the planner's memory formula:
- *   per query row  4d (rows) + 4d (cosine copy) + 28 (norms, gate,
- *                  count) + 12k (k-list)
- *   per base row   4d + 4d (cosine) + 16 (norms) + 4/TB (sub-tile max)
+ *   per query row  4d (rows) + 4d (cosine copy) + 2d (bf16/fp16 copy) +
+ *                  28 (norms, gate, count) + 12k (k-list)
+ *   per base row   4d + 4d (cosine) + 2d (bf16/fp16) + 16 (norms) +
+ *                  4/TB (sub-tile max)
  *   fixed          TQ x TB x 4 (GEMM tile) and, for k >= 1, TQ x TB x 16
  *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
  *                  (merge scratch); TQ = 512, TB = 4096
@@ -74,6 +90,12 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  * top; leave them in the planner's reserve. */
 int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 				int64_t brows);
+
+/* Device bytes topk_end_merged adds when it first runs, for query chunks
+ * of qrows rows merged over pc ranks (0 when pc == 1): the received lists,
+ * at most (qrows + pc) k entries of 12 bytes, and 8 per received list. */
+int64_t backend_cuda_merge_bytes(const xj_backend_cfg *cfg, int64_t qrows,
+				 int pc);
 
 /* Pinned host bytes for base chunks of brows rows (two staging buffers
  * of brows x d floats), for the host budget. */
@@ -93,6 +115,26 @@ double backend_cuda_host_err_bound(xj_metric m, int64_t d, double qnorm,
 float backend_cuda_host_threshold(xj_metric m, int64_t d, double gate,
 				  double qq, float qnorm, float bmax);
 uint64_t backend_cuda_host_sortkey(float key, uint32_t col);
+/* The scan threshold and error bound of a GEMM in precision p. */
+float backend_cuda_host_threshold_prec(xj_metric m, int64_t d, double gate,
+				       double qq, float qnorm, float bmax,
+				       xj_precision p);
+double backend_cuda_host_err_bound_prec(xj_metric m, int64_t d,
+					double qnorm, double bnorm,
+					xj_precision p);
+/* x as prep_lowp rounds it for the GEMM (bf16, fp16: the CUDA
+ * conversions, round to nearest even); x itself for fp32 and tf32, which
+ * cuBLAS rounds inside the GEMM. */
+float backend_cuda_host_round(xj_precision p, float x);
+/* 1 when every |x_i| <= 65504, the test that keeps a chunk on fp16. */
+int backend_cuda_host_fp16_fits(const float *x, int64_t n);
+/* merge.cuh's merge of p received lists per row, run sequentially:
+ * (key, idx) holds p x rows x k entries (rank j's list of row r at
+ * (j rows + r) k), (okey, oidx) gets rows x k. XJ_OK or
+ * XJ_EXIT_RESOURCE. */
+int backend_cuda_host_merge_lists(int p, int64_t rows, int64_t k,
+				  const float *key, const int64_t *idx,
+				  float *okey, int64_t *oidx);
 /* The rank merge of sel_merge, run sequentially: the sorted list
  * (akey, aidx, na) and nb candidates sorted by sort key (skey, ckey) of
  * the sub-tile starting at global row bfirst; writes the best k
@@ -102,6 +144,22 @@ int64_t backend_cuda_host_merge(const float *akey, const int64_t *aidx,
 				int64_t na, const uint64_t *skey,
 				const float *ckey, int64_t nb, int64_t bfirst,
 				int64_t k, float *okey, int64_t *oidx);
+
+/*
+ * The device pieces on their own, for the gpu tests (each a complete,
+ * synchronous call on device):
+ *   backend_cuda_test_gemm   g = alpha q b^T (nq x nb, row-major) through
+ *                            the backend's GEMM of precision p, 16-bit
+ *                            copies included
+ *   backend_cuda_test_merge  merge.cuh on host lists laid out as
+ *                            backend_cuda_host_merge_lists takes them
+ */
+int backend_cuda_test_gemm(int device, xj_precision p, const float *q,
+			   int64_t nq, const float *b, int64_t nb, int64_t d,
+			   float alpha, float *g, xj_status *st);
+int backend_cuda_test_merge(int device, int p, int64_t rows, int64_t k,
+			    const float *key, const int64_t *idx, float *okey,
+			    int64_t *oidx, xj_status *st);
 
 #ifdef __cplusplus
 }

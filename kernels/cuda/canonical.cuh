@@ -4,7 +4,8 @@
  *
  * defines: xjc_norm2, xjc_sqdist, xjc_dot, xjc_step, xjc_key_of_sum,
  *          xjc_key, xjc_is_sq, xjc_is_inf,
- *          xjc_err_bound, xjc_gate_approx, xjc_scan_threshold,
+ *          xjc_err_bound, xjc_err_bound_prec, xjc_gate_approx,
+ *          xjc_scan_threshold,
  *          xjc_key_order, xjc_sortkey, xjc_less
  *
  * Math (metric.h): with q, b float32 rows of dimension d,
@@ -26,7 +27,8 @@
  * side.
  *
  * The gate and threshold functions copy metric_gate_approx(),
- * metric_err_bound() and cpu_backend.c's row_threshold(); their results
+ * metric_err_bound(), metric_err_bound_prec() and cpu_backend.c's
+ * row_threshold(); their results
  * need not match the CPU's bits for the answer to be exact (any valid
  * upper bound keeps every pair that can enter the top k), but they do, so
  * both backends examine the same bounds. The rounding up to float uses
@@ -186,6 +188,61 @@ XJC_HD double xjc_err_bound(int m, int64_t d, double qnorm, double bnorm)
 	return INFINITY;
 }
 
+/* metric_err_bound_prec(m, d, qnorm, bnorm, p), operation for operation
+ * (the derivation is in metric.c) */
+XJC_HD double xjc_err_bound_prec(int m, int64_t d, double qnorm,
+				 double bnorm, int p)
+{
+	const double slack = 1.0 + 0x1p-20;
+	double up, eta, n = (double)d, qn, bn, r, dq, db, bt, g, acc, dbl;
+	double tiny = XJC_MUL(XJC_MUL(8.0, XJC_ADD(n, 8.0)), (double)FLT_MIN);
+	double s;
+
+	switch (p) {
+	case XJ_PREC_TF32:
+		up = 0x1p-10;
+		eta = 0x1p-126;
+		break;
+	case XJ_PREC_BF16:
+		up = 0x1p-8;
+		eta = 0x1p-126;
+		break;
+	case XJ_PREC_FP16:
+		up = 0x1p-11;
+		eta = 0x1p-14;
+		break;
+	default:
+		return xjc_err_bound(m, d, qnorm, bnorm);
+	}
+	if (XJC_MUL(XJC_MUL(12.0, n), XJC_U32) >= 1.0)
+		return INFINITY;
+	qn = XJC_MUL(qnorm, slack);
+	bn = XJC_MUL(bnorm, slack);
+	r = XJC_MUL(eta, XJC_SQRT(n));
+	dq = XJC_ADD(XJC_MUL(up, qn), r);
+	db = XJC_ADD(XJC_MUL(up, bn), r);
+	bt = XJC_ADD(bn, db);
+	acc = XJC_DIV(XJC_MUL(XJC_MUL(6.0, n), XJC_U32),
+		      XJC_SUB(1.0, XJC_MUL(XJC_MUL(6.0, n), XJC_U32)));
+	g = XJC_ADD(XJC_ADD(XJC_MUL(dq, bt), XJC_MUL(qn, db)),
+		    XJC_MUL(XJC_MUL(acc, XJC_ADD(qn, dq)), bt));
+	dbl = XJC_MUL(XJC_ADD(n, 8.0), 0x1p-50);
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		s = XJC_ADD(qn, bn);
+		return XJC_ADD(XJC_ADD(XJC_MUL(XJC_MUL(2.0, 1.0 + XJC_U32), g),
+				       XJC_MUL(XJC_MUL(XJC_ADD(2.0 * XJC_U32, dbl),
+						       s), s)),
+			       tiny);
+	case XJ_METRIC_IP:
+		return XJC_ADD(XJC_ADD(g, XJC_MUL(XJC_MUL(dbl, qn), bn)), tiny);
+	case XJ_METRIC_COSINE:
+		return XJC_ADD(XJC_ADD(XJC_ADD(g, 3.0 * XJC_U32), dbl), tiny);
+	}
+	return INFINITY;
+}
+
 /* metric_gate_approx(m, key) */
 XJC_HD double xjc_gate_approx(int m, float key)
 {
@@ -219,11 +276,12 @@ XJC_HD double xjc_gate_approx(int m, float key)
  * value v (v = |b|^2 - 2 q.b for the l2 family, -q.b for ip, -qn.bn for
  * cosine) when v <= T, with
  *   T = up(gate - c + err),  c = |q|^2 (l2 family), 1 (cosine), 0 (ip)
- * and err the GEMM error bound for the largest base norm bmax of the
- * sub-tile. An infinite gate (no list yet, no threshold) keeps all.
+ * and err the error bound of the GEMM's precision p for the largest base
+ * norm bmax of the sub-tile. An infinite gate (no list yet, no threshold)
+ * keeps all. For p = fp32 this is exactly the CPU's threshold.
  */
 XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
-				float qnorm, float bmax)
+				float qnorm, float bmax, int p)
 {
 	if (xjc_is_inf(gate))
 		return INFINITY;
@@ -231,12 +289,14 @@ XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
 	case XJ_METRIC_L2:
 	case XJ_METRIC_SQEUCLIDEAN:
 		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, qq),
-					  xjc_err_bound(m, d, qnorm, bmax)));
+					  xjc_err_bound_prec(m, d, qnorm, bmax,
+							     p)));
 	case XJ_METRIC_COSINE:
 		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, 1.0),
-					  xjc_err_bound(m, d, 1, 1)));
+					  xjc_err_bound_prec(m, d, 1, 1, p)));
 	case XJ_METRIC_IP:
-		return XJC_F32_UP(XJC_ADD(gate, xjc_err_bound(m, d, qnorm, bmax)));
+		return XJC_F32_UP(XJC_ADD(gate, xjc_err_bound_prec(m, d, qnorm,
+								   bmax, p)));
 	}
 	return INFINITY;
 }

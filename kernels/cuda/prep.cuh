@@ -3,8 +3,8 @@
  * normalised copy for cosine, the largest norm of each sub-tile) and
  * plain fills.
  *
- * defines: prep_norms, prep_hat, prep_submax, prep_fill_f32,
- *          prep_fill_f64, XJC_BAD_NONE
+ * defines: prep_norms, prep_hat, prep_submax, prep_lowp, prep_fill_f32,
+ *          prep_fill_f64, xjc_fp16_fits, XJC_FP16_MAX, XJC_BAD_NONE
  *
  * Math, for a row x of dimension d (as cpu_backend.c, rows_prepare):
  *   n2    = sum_i (double)x_i^2 in index order     (canonical, double)
@@ -20,6 +20,11 @@
  * sqrt per element (hat; the per-row inverse is recomputed rather than
  * stored, the cost is negligible next to the GEMM).
  *
+ * 16-bit copies for the bf16/fp16 candidate GEMM (--precision): each
+ * element rounded to nearest even (__float2bfloat16_rn, __float2half_rn),
+ * 4 bytes read and 2 written per element. fp16 overflows above 65504;
+ * xjc_fp16_fits tells the host whether a chunk may use it (metric.c).
+ *
  * Bad rows (metric_check_rows: cosine rejects zero rows, every metric
  * rows whose squared norm exceeds 1e37) are not rejected here: the first
  * one is recorded as (global row << 1 | reason) by atomicMin in *bad,
@@ -30,6 +35,8 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cuda/functional>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "canonical.cuh"
 #include "check.cuh"
@@ -38,6 +45,17 @@
 #define XJC_NORM2_MAX 1e37           /* as metric_check_rows() */
 #define XJC_BAD_NONE (~0ull)         /* *bad when no row is bad */
 #define PREP_MAX_BLOCKS 65536        /* grid-stride kernels */
+#define XJC_FP16_MAX 65504.0f        /* largest finite fp16 */
+
+/* Every |x_i| <= 65504: the rows round to finite fp16 values. */
+static inline int xjc_fp16_fits(const float *x, int64_t n)
+{
+	int fits = 1;
+
+	for (int64_t i = 0; i < n; i++)
+		fits &= fabsf(x[i]) <= XJC_FP16_MAX;
+	return fits;
+}
 
 /* One thread per row: the sum is one sequential chain per row. */
 __global__ void __launch_bounds__(PREP_THREADS)
@@ -94,6 +112,26 @@ prep_submax_kernel(const float *fnorm, int64_t rows, int64_t tile_rows,
 	mx = reduce(tmp).Reduce(mx, ::cuda::maximum<float>{});
 	if (threadIdx.x == 0)
 		submax[blockIdx.x] = mx;
+}
+
+__device__ __forceinline__ void prep_round(float x, __nv_bfloat16 *out)
+{
+	*out = __float2bfloat16_rn(x);
+}
+
+__device__ __forceinline__ void prep_round(float x, __half *out)
+{
+	*out = __float2half_rn(x);
+}
+
+/* One thread per element, grid-stride. */
+template <typename T>
+__global__ void __launch_bounds__(PREP_THREADS)
+prep_lowp_kernel(const float *x, int64_t n, T *out)
+{
+	for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+	     e += (int64_t)gridDim.x * blockDim.x)
+		prep_round(x[e], out + e);
 }
 
 template <typename T>
@@ -161,6 +199,31 @@ static int prep_submax(const float *fnorm, int64_t rows, int64_t tile_rows,
 		fnorm, rows, tile_rows, submax);
 	CUDA_LAUNCH_CHECK(st, prep_submax_kernel);
 	return XJ_OK;
+}
+
+/* The n elements of x rounded to bf16 or fp16 (p) into out, 2 bytes
+ * each (uint16_t storage: the GEMM reads them as CUDA_R_16BF/16F). */
+static int prep_lowp(const float *x, int64_t n, xj_precision p,
+		     uint16_t *out, cudaStream_t s, xj_status *st)
+{
+	if (n <= 0)
+		return XJ_OK;
+	switch (p) {
+	case XJ_PREC_BF16:
+		prep_lowp_kernel<__nv_bfloat16><<<prep_blocks(n), PREP_THREADS, 0,
+						  s>>>(x, n, (__nv_bfloat16 *)out);
+		CUDA_LAUNCH_CHECK(st, prep_lowp_kernel<__nv_bfloat16>);
+		return XJ_OK;
+	case XJ_PREC_FP16:
+		prep_lowp_kernel<__half><<<prep_blocks(n), PREP_THREADS, 0, s>>>(
+			x, n, (__half *)out);
+		CUDA_LAUNCH_CHECK(st, prep_lowp_kernel<__half>);
+		return XJ_OK;
+	default:
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "prep_lowp: precision %d has no 16-bit copy",
+			       (int)p);
+	}
 }
 
 static int prep_fill_f32(float *p, int64_t n, float v, cudaStream_t s,

@@ -133,8 +133,8 @@ XJC_HD void xjc_merge_part(const A &a, int64_t na, const B &b, int64_t nb,
 __global__ void __launch_bounds__(SEL_THREADS)
 sel_scan_kernel(const float *g, int nb, const float *fn2, int m, int64_t d,
 		const double *gate, const double *qq, const float *qnorm,
-		const float *bmax, int self, int64_t qfirst, int64_t bfirst,
-		int *cand, int cap, int *ncand)
+		const float *bmax, int prec, int self, int64_t qfirst,
+		int64_t bfirst, int *cand, int cap, int *ncand)
 {
 	__shared__ int s_n;
 	__shared__ float s_thr;
@@ -146,7 +146,7 @@ sel_scan_kernel(const float *g, int nb, const float *fn2, int m, int64_t d,
 	if (threadIdx.x == 0) {
 		s_n = 0;
 		s_thr = xjc_scan_threshold(m, d, gate[r], qq[r], qnorm[r],
-					   *bmax);
+					   *bmax, prec);
 	}
 	__syncthreads();
 	thr = s_thr;
@@ -168,13 +168,15 @@ sel_scan_kernel(const float *g, int nb, const float *fn2, int m, int64_t d,
  * Scan rows [0, tq) of the tile g (tq x nb, row-major, leading dimension
  * nb). Row arrays (gate, qq, qnorm, ncand) and cand start at the tile's
  * first row; fn2 at the sub-tile's first column, NULL unless l2 family;
- * bmax points at the sub-tile's largest base norm.
+ * bmax points at the sub-tile's largest base norm; prec is the precision
+ * the GEMM of this tile ran in (its error bound).
  */
 static int sel_scan(const float *g, int tq, int nb, const float *fn2,
 		    xj_metric m, int64_t d, const double *gate,
 		    const double *qq, const float *qnorm, const float *bmax,
-		    int self, int64_t qfirst, int64_t bfirst, int *cand,
-		    int cap, int *ncand, cudaStream_t s, xj_status *st)
+		    xj_precision prec, int self, int64_t qfirst,
+		    int64_t bfirst, int *cand, int cap, int *ncand,
+		    cudaStream_t s, xj_status *st)
 {
 	if (tq <= 0 || nb <= 0)
 		return XJ_OK;
@@ -183,9 +185,9 @@ static int sel_scan(const float *g, int tq, int nb, const float *fn2,
 			       "sel_scan: %d columns for %d candidate slots",
 			       nb, cap);
 	sel_scan_kernel<<<tq, SEL_THREADS, 0, s>>>(g, nb, fn2, (int)m, d, gate,
-						   qq, qnorm, bmax, self,
-						   qfirst, bfirst, cand, cap,
-						   ncand);
+						   qq, qnorm, bmax, (int)prec,
+						   self, qfirst, bfirst, cand,
+						   cap, ncand);
 	CUDA_LAUNCH_CHECK(st, sel_scan_kernel);
 	return XJ_OK;
 }

@@ -10,8 +10,8 @@
  * Host suite: the host builds of the device arithmetic (canonical.cuh,
  * select.cuh, exported as backend_cuda_host_*) against metric.c and
  * topk.c: canonical keys and norms, gates, error bounds, scan thresholds,
- * the radix sort key's order against topk_less, and the rank merge
- * against topk_merge.
+ * the radix sort key's order against topk_less, the rank merge and the
+ * grid-row merge of the NCCL path (merge.cuh) against topk_merge.
  * Device suite: top-k through the CUDA backend must equal the CPU
  * backend's result (memcmp of keys and indices) for every metric, k in
  * {1, 10, 2048, 5000}, threshold on/off, self on/off, several chunkings
@@ -347,6 +347,103 @@ static void test_host_merge(void)
 			bad += merge_case(k, na, nb);
 		}
 	}
+	CU_ASSERT_EQUAL(bad, 0);
+}
+
+/*
+ * Random received lists of a grid row's merge, laid out as the exchange
+ * leaves them (list of row r from rank j at (j rows + r) k): rank j's
+ * indices lie in its own shard [j 10^6, (j + 1) 10^6), keys come from a
+ * small set with -0 and +0 (ties across ranks), lists hold 0 .. k valid
+ * entries, sorted and padded.
+ */
+static void received_lists(int p, int64_t rows, int64_t k, float *key,
+			   int64_t *idx)
+{
+	for (int j = 0; j < p; j++)
+		for (int64_t r = 0; r < rows; r++) {
+			float *lk = key + ((int64_t)j * rows + r) * k;
+			int64_t *li = idx + ((int64_t)j * rows + r) * k;
+			int64_t n = (int64_t)(rng_next() % (uint64_t)(k + 1));
+
+			if (rng_next() % 4 == 0)
+				n = rng_next() % 2 ? k : 0;
+			for (int64_t e = 0; e < n; e++) {
+				lk[e] = (float)(rng_next() % 7) - 3.0f;
+				if (lk[e] == 0 && rng_next() % 2)
+					lk[e] = -0.0f;
+				li[e] = (int64_t)j * 1000000 +
+					(int64_t)(rng_next() % 1000000);
+				/* distinct within the shard */
+				for (int64_t f = 0; f < e; f++)
+					if (li[f] == li[e])
+						li[e] = (int64_t)j * 1000000 + e;
+			}
+			topk_sort(lk, li, n);
+			topk_pad(lk, li, n, k);
+		}
+}
+
+/* topk_merge (what comm_topk_reduce_scatter runs) of each row. */
+static void received_merge(int p, int64_t rows, int64_t k, const float *key,
+			   const int64_t *idx, float *okey, int64_t *oidx)
+{
+	const float **lk = malloc(sizeof(*lk) * (size_t)p);
+	const int64_t **li = malloc(sizeof(*li) * (size_t)p);
+
+	CU_ASSERT_FATAL(lk && li);
+	for (int64_t r = 0; r < rows; r++) {
+		for (int j = 0; j < p; j++) {
+			lk[j] = key + ((int64_t)j * rows + r) * k;
+			li[j] = idx + ((int64_t)j * rows + r) * k;
+		}
+		topk_merge(p, lk, li, k, okey + r * k, oidx + r * k);
+	}
+	free(lk);
+	free(li);
+}
+
+/* The device merge of the NCCL path (merge.cuh), run on the host, equals
+ * topk_merge on lists with ties, signed zeros and padding. */
+static void test_host_merge_lists(void)
+{
+	const int ps[] = { 1, 2, 3, 7, 16 };
+	const int64_t ks[] = { 1, 2, 10, 300 }, rowss[] = { 1, 5, 37 };
+	int64_t bad = 0;
+
+	for (size_t a = 0; a < 5; a++)
+		for (size_t b = 0; b < 4; b++)
+			for (size_t c = 0; c < 3; c++) {
+				int p = ps[a];
+				int64_t k = ks[b], rows = rowss[c], n = p * rows * k;
+				float *key = malloc(sizeof(float) * (size_t)n);
+				int64_t *idx = malloc(sizeof(int64_t) * (size_t)n);
+				float *ok = malloc(sizeof(float) * (size_t)(rows * k));
+				int64_t *oi = malloc(sizeof(int64_t) * (size_t)(rows * k));
+				float *rk = malloc(sizeof(float) * (size_t)(rows * k));
+				int64_t *ri = malloc(sizeof(int64_t) * (size_t)(rows * k));
+
+				CU_ASSERT_FATAL(key && idx && ok && oi && rk && ri);
+				received_lists(p, rows, k, key, idx);
+				received_merge(p, rows, k, key, idx, rk, ri);
+				poison(ok, oi, rows * k);
+				CU_ASSERT_EQUAL(backend_cuda_host_merge_lists(p, rows,
+						k, key, idx, ok, oi), XJ_OK);
+				for (int64_t e = 0; e < rows * k; e++)
+					if ((!same_f32(ok[e], rk[e]) || oi[e] != ri[e]) &&
+					    bad++ < 4)
+						printf("\n  merge p=%d k=%lld row %lld rank %lld: (%g, %lld) want (%g, %lld)",
+						       p, (long long)k, (long long)(e / k),
+						       (long long)(e % k), ok[e],
+						       (long long)oi[e], rk[e],
+						       (long long)ri[e]);
+				free(key);
+				free(idx);
+				free(ok);
+				free(oi);
+				free(rk);
+				free(ri);
+			}
 	CU_ASSERT_EQUAL(bad, 0);
 }
 
@@ -843,7 +940,9 @@ static int add_host_suite(void)
 	       CU_add_test(s, "gates, bounds, thresholds equal metric.c",
 			   test_host_gates) &&
 	       CU_add_test(s, "sort key orders as topk_less", test_host_sortkey) &&
-	       CU_add_test(s, "rank merge equals topk_merge", test_host_merge);
+	       CU_add_test(s, "rank merge equals topk_merge", test_host_merge) &&
+	       CU_add_test(s, "grid-row merge (merge.cuh) equals topk_merge",
+			   test_host_merge_lists);
 }
 
 static int add_device_suite(void)

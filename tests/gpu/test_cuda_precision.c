@@ -1,0 +1,969 @@
+/*
+ * test_cuda_precision.c: the error bound of the lower-precision candidate
+ * GEMM (--precision tf32|bf16|fp16) against emulated and real roundings.
+ *
+ *   test_cuda_precision              host suite, then the device suite;
+ *                                    with no usable device prints
+ *                                    "SKIPPED: <reason>" and exits 77
+ *   test_cuda_precision --host-only  host suite only (no GPU needed)
+ *
+ * Host suite:
+ *   - metric_err_bound_prec (metric.c) and the device copy
+ *     (canonical.cuh) give the same bits; fp32 is metric_err_bound; the
+ *     bound grows with both norms.
+ *   - the rounding emulations below equal CUDA's own conversions
+ *     (__float2bfloat16_rn, __float2half_rn, on the host) and stay within
+ *     the |r(x) - x| <= up |x| + eta of metric.c; the fp16 range test.
+ *   - on random rows (d = 1 .. 1024, scales from 1e-6 to 1e6, offsets)
+ *     and on GloVe rows, every pair's approx-space value, computed as the
+ *     backend computes it from inputs rounded as each precision may round
+ *     them (tf32: to nearest even, toward zero, to nearest away; bf16 and
+ *     fp16: as CUDA converts; fp16 with subnormals flushed too) and
+ *     accumulated in float32 three ways (in order to nearest, in order
+ *     toward zero, blocks of 16 summed in double then truncated: the
+ *     tensor-core model), is within the bound of the exact value; the
+ *     tightness (bound / largest error) is printed and must stay below a
+ *     limit.
+ * Device suite:
+ *   - the backend's own GEMM (backend_cuda_test_gemm) in each precision
+ *     is within the bound on the same data: the model checked on the
+ *     hardware;
+ *   - top-k through the CUDA backend in each precision has the CPU
+ *     backend's bits for every metric, with data that needs rescoring,
+ *     fp16 subnormals and a chunk beyond fp16's range.
+ * Output buffers are poisoned before every call.
+ */
+#include <CUnit/Basic.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/status.h"
+#include "io/h5in.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/metric.h"
+#define TESTDATA_SEED 0x7e57c0de5eedull
+#include "tests/unit/testdata.h"
+
+#define SKIP_CODE 77
+
+static int device = 0;
+
+static int same_f64(double a, double b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+static int same_f32(float a, float b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+static const xj_precision precs[] = { XJ_PREC_TF32, XJ_PREC_BF16,
+				      XJ_PREC_FP16 };
+
+/* ---- roundings ---------------------------------------------------------- */
+
+typedef enum { R_NEAREST_EVEN, R_ZERO, R_NEAREST_AWAY, R_CUDA,
+	       R_CUDA_FTZ } rmode;
+
+typedef struct variant {
+	const char *name;
+	xj_precision p;
+	rmode mode;
+} variant;
+
+/* Every way the GEMM's inputs may be rounded (metric.c): cuBLAS rounds
+ * tf32 itself, in a way it does not document. */
+static const variant variants[] = {
+	{ "tf32 nearest-even", XJ_PREC_TF32, R_NEAREST_EVEN },
+	{ "tf32 toward zero", XJ_PREC_TF32, R_ZERO },
+	{ "tf32 nearest-away", XJ_PREC_TF32, R_NEAREST_AWAY },
+	{ "bf16", XJ_PREC_BF16, R_CUDA },
+	{ "fp16", XJ_PREC_FP16, R_CUDA },
+	{ "fp16 flush-to-zero", XJ_PREC_FP16, R_CUDA_FTZ },
+};
+#define NVAR ((int)(sizeof(variants) / sizeof(variants[0])))
+
+static uint32_t f2u(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof(u));
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float x;
+
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+/* x to `bits` stored mantissa bits in float's exponent range. */
+static float round_bits(float x, int bits, rmode mode)
+{
+	int drop = 23 - bits;
+	uint32_t u = f2u(x), mask = (1u << drop) - 1, half = 1u << (drop - 1);
+
+	switch (mode) {
+	case R_ZERO:
+		break;
+	case R_NEAREST_AWAY:
+		u += half;
+		break;
+	default:        /* nearest even */
+		u += half - 1 + ((u >> drop) & 1);
+		break;
+	}
+	return u2f(u & ~mask);
+}
+
+/* fp16, round to nearest even, from its definition: 11 bits in the
+ * normal range, steps of 2^-24 below 2^-14, infinity from 65520 up. */
+static float round_fp16(float x)
+{
+	float a = fabsf(x), r;
+
+	if (a < 0x1p-14f)
+		r = rintf(a * 0x1p24f) * 0x1p-24f;
+	else
+		r = round_bits(a, 10, R_NEAREST_EVEN);
+	if (r > 65504.0f)
+		r = INFINITY;
+	return copysignf(r, x);
+}
+
+static float vround(const variant *v, float x)
+{
+	float r;
+
+	switch (v->mode) {
+	case R_CUDA:
+		return backend_cuda_host_round(v->p, x);
+	case R_CUDA_FTZ:
+		r = backend_cuda_host_round(v->p, x);
+		return fabsf(r) < 0x1p-14f ? copysignf(0.0f, r) : r;
+	default:
+		return round_bits(x, 10, v->mode);
+	}
+}
+
+/* ---- float32 accumulations ------------------------------------------------ */
+
+/* in order to nearest, in order toward zero, blocks of 16 truncated */
+typedef enum { ACC_NEAREST, ACC_ZERO, ACC_BLOCKS, NACC } accmode;
+
+/* a + b rounded toward zero, exactly: the float sum and its error
+ * (TwoSum, exact in round to nearest), then one step toward zero when
+ * the sum overshot. */
+static float add_rz(float a, float b)
+{
+	float s = a + b, bb = s - a;
+	float err = (a - (s - bb)) + (b - bb);
+
+	if (err != 0 && (err < 0) != (s < 0))
+		return nextafterf(s, 0.0f);
+	return s;
+}
+
+/* v (double) rounded toward zero to float. */
+static float double_rz(double v)
+{
+	float f = (float)v;
+
+	if (fabs((double)f) > fabs(v))
+		f = nextafterf(f, 0.0f);
+	return f;
+}
+
+static float dot_acc(const float *q, const float *b, int64_t d, accmode m)
+{
+	float s = 0.0f;
+
+	for (int64_t i = 0; i < d; i++) {
+		float p = q[i] * b[i];   /* exact for these inputs */
+
+		if (m == ACC_NEAREST) {
+			s = s + p;
+		} else if (m == ACC_ZERO) {
+			s = add_rz(s, p);
+		} else {
+			double blk = 0.0;
+			int64_t e = i + 16 < d ? i + 16 : d;
+
+			for (; i < e; i++)
+				blk += (double)q[i] * (double)b[i];
+			i--;
+			s = double_rz((double)s + blk);
+		}
+	}
+	return s;
+}
+
+/* ---- rows and the exact values ------------------------------------------ */
+
+typedef struct rows {
+	int64_t n, d;
+	const float *x;
+	double *n2;      /* canonical squared norms */
+	float *fnorm;    /* float norms, as prep_norms */
+	float *fn2;      /* float squared norms, as prep_norms */
+	float *hat;      /* normalised as prep_hat */
+} rows;
+
+static int rows_make(rows *r, const float *x, int64_t n, int64_t d)
+{
+	memset(r, 0, sizeof(*r));
+	r->n = n;
+	r->d = d;
+	r->x = x;
+	r->n2 = malloc(sizeof(double) * (size_t)(n + 1));
+	r->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
+	r->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
+	r->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
+	if (!r->n2 || !r->fnorm || !r->fn2 || !r->hat)
+		return -1;
+	for (int64_t i = 0; i < n; i++) {
+		double s = metric_norm2(x + i * d, d);
+		double inv = 1.0 / sqrt(s);
+
+		r->n2[i] = s;
+		r->fnorm[i] = (float)sqrt(s);
+		r->fn2[i] = (float)s;
+		for (int64_t e = 0; e < d; e++)
+			r->hat[i * d + e] = (float)((double)x[i * d + e] * inv);
+	}
+	return 0;
+}
+
+static void rows_free(rows *r)
+{
+	free(r->n2);
+	free(r->fnorm);
+	free(r->fn2);
+	free(r->hat);
+}
+
+/* Exact approx-space values of a pair, in long double (each product of
+ * floats is exact in double; the sums lose about d 2^-64). */
+typedef struct exact {
+	long double sq, dot, cosd;    /* |q - b|^2, q.b, 1 - cos */
+} exact;
+
+static exact exact_of(const float *q, const float *b, int64_t d, double qq,
+		      double bb)
+{
+	long double sq = 0, dot = 0;
+	exact e;
+
+	for (int64_t i = 0; i < d; i++) {
+		long double t = (long double)q[i] - (long double)b[i];
+
+		sq += t * t;
+		dot += (long double)q[i] * (long double)b[i];
+	}
+	e.sq = sq;
+	e.dot = dot;
+	e.cosd = 1.0L - dot / sqrtl((long double)qq * (long double)bb);
+	return e;
+}
+
+/* ---- the check ---------------------------------------------------------------- */
+
+/* Largest |approx - exact| / bound seen, per variant and metric. */
+typedef struct tally {
+	double worst[NVAR][4];
+	double worst_err[NVAR][4];
+	double worst_bound[NVAR][4];
+	int64_t pairs, bad;
+	int fallback;      /* fp16 chunks that took the float32 path */
+} tally;
+
+static void tally_init(tally *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+static void tally_add(tally *t, int v, int mi, double err, double bound,
+		      const char *where)
+{
+	double r = err / bound;
+
+	if (!(err <= bound)) {
+		if (t->bad++ < 6)
+			printf("\n  %s %s %s: |approx - exact| = %.6g > bound %.6g",
+			       variants[v].name, metric_names[mi], where, err,
+			       bound);
+	}
+	if (r > t->worst[v][mi]) {
+		t->worst[v][mi] = r;
+		t->worst_err[v][mi] = err;
+		t->worst_bound[v][mi] = bound;
+	}
+}
+
+/* The approx-space value the backend's scan sees for each metric, from
+ * the accumulated dot product (acc of the raw rows, hacc of the
+ * normalised ones), as backend_cuda.cu and select.cuh compute it. */
+static void check_pair(tally *t, int v, xj_precision p, xj_precision ph,
+		       int64_t d, const rows *Q, int64_t i, const rows *B,
+		       int64_t j, float acc, float hacc, const exact *ex,
+		       const char *where)
+{
+	for (size_t mi = 0; mi < 4; mi++) {
+		xj_metric m = metrics[mi];
+		double bound, a;
+		long double want;
+
+		if (m == XJ_METRIC_COSINE) {
+			bound = metric_err_bound_prec(m, d, 1, 1, ph);
+			a = 1.0 + (double)(-1.0f * hacc);
+			want = ex->cosd;
+		} else if (m == XJ_METRIC_IP) {
+			bound = metric_err_bound_prec(m, d, Q->fnorm[i],
+						      B->fnorm[j], p);
+			a = (double)(-1.0f * acc);
+			want = -ex->dot;
+		} else {
+			float g = -2.0f * acc;
+			float vv = B->fn2[j] + g;
+
+			bound = metric_err_bound_prec(m, d, Q->fnorm[i],
+						      B->fnorm[j], p);
+			a = Q->n2[i] + (double)vv;
+			want = ex->sq;
+		}
+		tally_add(t, v, (int)mi,
+			  (double)fabsl((long double)a - want), bound, where);
+	}
+}
+
+/* Every pair of Q x B, every variant and accumulation. */
+static void check_rows(tally *t, const rows *Q, const rows *B, int nacc,
+		       const char *where)
+{
+	int64_t d = Q->d;
+	float *rq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
+	float *rb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	float *hq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
+	float *hb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	exact *ex = malloc(sizeof(exact) * (size_t)(Q->n * B->n + 1));
+
+	CU_ASSERT_FATAL(rq && rb && hq && hb && ex);
+	for (int64_t i = 0; i < Q->n; i++)
+		for (int64_t j = 0; j < B->n; j++)
+			ex[i * B->n + j] = exact_of(Q->x + i * d, B->x + j * d,
+						    d, Q->n2[i], B->n2[j]);
+	for (int v = 0; v < NVAR; v++) {
+		const variant *var = &variants[v];
+		xj_precision p = var->p;
+
+		/* a chunk beyond fp16 runs the float32 GEMM, and bound; the
+		 * normalised rows of cosine always fit */
+		if (p == XJ_PREC_FP16 &&
+		    (!backend_cuda_host_fp16_fits(Q->x, Q->n * d) ||
+		     !backend_cuda_host_fp16_fits(B->x, B->n * d))) {
+			t->fallback++;
+			p = XJ_PREC_FP32;
+		}
+		for (int64_t e = 0; e < Q->n * d; e++) {
+			rq[e] = p == XJ_PREC_FP32 ? Q->x[e] : vround(var, Q->x[e]);
+			hq[e] = vround(var, Q->hat[e]);
+		}
+		for (int64_t e = 0; e < B->n * d; e++) {
+			rb[e] = p == XJ_PREC_FP32 ? B->x[e] : vround(var, B->x[e]);
+			hb[e] = vround(var, B->hat[e]);
+		}
+		for (int a = 0; a < nacc; a++) {
+			/* the float32 fallback is cublasSgemm: round to nearest */
+			accmode am = p == XJ_PREC_FP32 ? ACC_NEAREST :
+				     (accmode)a;
+
+			for (int64_t i = 0; i < Q->n; i++)
+				for (int64_t j = 0; j < B->n; j++) {
+					float acc = dot_acc(rq + i * d,
+							    rb + j * d, d, am);
+					float hacc = dot_acc(hq + i * d,
+							     hb + j * d, d,
+							     (accmode)a);
+
+					check_pair(t, v, p, var->p, d, Q, i, B,
+						   j, acc, hacc,
+						   &ex[i * B->n + j], where);
+					t->pairs++;
+				}
+		}
+	}
+	free(rq);
+	free(rb);
+	free(hq);
+	free(hb);
+	free(ex);
+}
+
+static void tally_print(const tally *t, const char *title)
+{
+	printf("\n  %s: %lld pair checks, %d fp16 fallback(s); bound / largest error:",
+	       title, (long long)t->pairs, t->fallback);
+	for (int v = 0; v < NVAR; v++) {
+		printf("\n    %-20s", variants[v].name);
+		for (size_t mi = 0; mi < 4; mi++)
+			printf("  %s %7.1f", metric_names[mi],
+			       t->worst[v][mi] > 0 ? 1 / t->worst[v][mi] : INFINITY);
+	}
+}
+
+/* ---- host suite ----------------------------------------------------------- */
+
+static void test_bound_bits(void)
+{
+	int64_t bad = 0;
+
+	for (int i = 0; i < 3000; i++) {
+		int64_t d = 1 + (int64_t)(rng_next() % 5000);
+		double qn = rng_unit() * pow(10.0, (double)(i % 24) - 12);
+		double bn = rng_unit() * pow(10.0, (double)(i % 17) - 8);
+
+		for (size_t mi = 0; mi < 4; mi++) {
+			xj_metric m = metrics[mi];
+			double g = metric_gate_approx(m, (float)(rng_unit() * 4));
+			double qq = qn * qn;
+
+			for (int pi = 0; pi < 4; pi++) {
+				xj_precision p = (xj_precision)pi;
+				double want = metric_err_bound_prec(m, d, qn, bn, p);
+				double got = backend_cuda_host_err_bound_prec(m, d,
+						qn, bn, p);
+
+				if (!same_f64(want, got) && bad++ < 4)
+					printf("\n  %s %s d=%lld: device bound %.17g, host %.17g",
+					       metric_names[mi],
+					       precision_name(p), (long long)d,
+					       got, want);
+				if (!(want > 0) ||
+				    !(metric_err_bound_prec(m, d, qn * 1.5, bn, p) >= want) ||
+				    !(metric_err_bound_prec(m, d, qn, bn * 1.5, p) >= want))
+					bad++;
+			}
+			if (!same_f64(metric_err_bound_prec(m, d, qn, bn,
+							    XJ_PREC_FP32),
+				      metric_err_bound(m, d, qn, bn)))
+				bad++;
+			if (!same_f32(backend_cuda_host_threshold_prec(m, d, g,
+					qq, (float)qn, (float)bn, XJ_PREC_FP32),
+				      backend_cuda_host_threshold(m, d, g, qq,
+					(float)qn, (float)bn)))
+				bad++;
+		}
+	}
+	/* past the model's dimension: no bound, keep everything */
+	CU_ASSERT(isinf(metric_err_bound_prec(XJ_METRIC_L2, 1 << 21, 1, 1,
+					      XJ_PREC_BF16)));
+	CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* A float of every kind: random magnitudes, ties, edges of the ranges. */
+static float value_sample(int i)
+{
+	static const float fixed[] = {
+		0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, -65504.0f, 65519.996f,
+		65520.0f, 1e-45f, 6.1035156e-05f, 6.0975552e-05f, 5.9604645e-08f,
+		2.9802322e-08f, 2.9802326e-08f, 1.0009766f, 1.0029297f,
+		1.0019531f, 3.0e38f, 1.17549435e-38f, 1.0e-39f,
+	};
+	int nf = (int)(sizeof(fixed) / sizeof(fixed[0]));
+	uint32_t u;
+
+	if (i < nf)
+		return fixed[i];
+	if (i % 3 == 0) {
+		/* a tie of tf32/fp16 (13 dropped bits: 0x1000) or bf16 */
+		u = (uint32_t)(rng_next() & 0x7fffe000u) |
+		    (i % 2 ? 0x1000u : 0x8000u);
+		return u2f(u & 0x7f7fffffu);
+	}
+	return (float)(rng_gauss() * pow(10.0, (double)(i % 50) - 25));
+}
+
+static void test_roundings(void)
+{
+	int64_t bad = 0;
+
+	for (int i = 0; i < 200000; i++) {
+		float x = value_sample(i);
+		float b16 = backend_cuda_host_round(XJ_PREC_BF16, x);
+		float f16 = backend_cuda_host_round(XJ_PREC_FP16, x);
+
+		if (!isnan(x) && !same_f32(b16, round_bits(x, 7, R_NEAREST_EVEN)) &&
+		    !(isinf(b16) && fabsf(x) > 3.3e38f) && bad++ < 4)
+			printf("\n  bf16 of %.9g: CUDA %.9g, emulated %.9g", x,
+			       b16, round_bits(x, 7, R_NEAREST_EVEN));
+		if (!same_f32(f16, round_fp16(x)) && bad++ < 4)
+			printf("\n  fp16 of %.9g: CUDA %.9g, emulated %.9g", x,
+			       f16, round_fp16(x));
+		if (!same_f32(backend_cuda_host_round(XJ_PREC_TF32, x), x) ||
+		    !same_f32(backend_cuda_host_round(XJ_PREC_FP32, x), x))
+			bad++;
+		/* metric.c's |r(x) - x| <= up |x| + eta where the backend
+		 * uses r (|x| below 1e19 after metric_check_rows; fp16 only
+		 * up to 65504) */
+		for (int v = 0; v < NVAR; v++) {
+			double up = variants[v].p == XJ_PREC_BF16 ? 0x1p-8 :
+				    variants[v].p == XJ_PREC_FP16 ? 0x1p-11 :
+				    0x1p-10;
+			double eta = variants[v].p == XJ_PREC_FP16 ? 0x1p-14 :
+				     0x1p-126;
+			float r = vround(&variants[v], x);
+
+			if (fabsf(x) > 1e19f || (variants[v].p == XJ_PREC_FP16 &&
+						 fabsf(x) > 65504.0f))
+				continue;
+			if (!(fabs((double)r - x) <= up * fabs((double)x) + eta) &&
+			    bad++ < 4)
+				printf("\n  %s of %.9g is %.9g", variants[v].name,
+				       x, r);
+		}
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_fp16_range(void)
+{
+	float x[4] = { 1.0f, -65504.0f, 65504.0f, 0.5f };
+
+	CU_ASSERT(backend_cuda_host_fp16_fits(x, 4));
+	x[3] = nextafterf(65504.0f, INFINITY);
+	CU_ASSERT(!backend_cuda_host_fp16_fits(x, 4));
+	CU_ASSERT(backend_cuda_host_fp16_fits(x, 3));
+	x[3] = -1e30f;
+	CU_ASSERT(!backend_cuda_host_fp16_fits(x, 4));
+	CU_ASSERT(backend_cuda_host_fp16_fits(x, 0));
+	/* what fits rounds to a finite fp16 */
+	CU_ASSERT(isfinite(backend_cuda_host_round(XJ_PREC_FP16, 65504.0f)));
+	CU_ASSERT(isinf(backend_cuda_host_round(XJ_PREC_FP16, 65520.0f)));
+}
+
+/* (offset, scale) of the random rows: cancellation, fp16 subnormals,
+ * fp16 overflow (the float32 fallback), plain. */
+static const double scales[][2] = {
+	{ 0, 1 }, { 0, 1e-3 }, { 0, 1e-6 }, { 0, 300 }, { 0, 3e4 },
+	{ 10, 1 }, { 0, 1e6 },
+};
+#define NSCALE ((int)(sizeof(scales) / sizeof(scales[0])))
+static const int64_t dims[] = { 1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 257,
+				512, 1024 };
+#define NDIM ((int)(sizeof(dims) / sizeof(dims[0])))
+
+static void test_bound_random(void)
+{
+	tally all, main_case;
+	const int64_t nq = 16, nb = 24;
+
+	tally_init(&all);
+	tally_init(&main_case);
+	for (int di = 0; di < NDIM; di++)
+		for (int si = 0; si < NSCALE; si++) {
+			int64_t d = dims[di];
+			float *q = gauss_rows(nq, d, scales[si][0], scales[si][1]);
+			float *b = gauss_rows(nb, d, scales[si][0], scales[si][1]);
+			rows Q, B;
+			char where[64];
+
+			CU_ASSERT_FATAL(q && b);
+			CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
+			CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+			snprintf(where, sizeof(where), "d=%lld rows %g+%g N(0,1)",
+				 (long long)d, scales[si][0], scales[si][1]);
+			check_rows(&all, &Q, &B, NACC, where);
+			/* the tightness that must hold: plain rows, d >= 16 */
+			if (d >= 16 && si == 0)
+				check_rows(&main_case, &Q, &B, NACC, where);
+			rows_free(&Q);
+			rows_free(&B);
+			free(q);
+			free(b);
+		}
+	tally_print(&all, "random rows, every d and scale");
+	tally_print(&main_case, "random N(0,1) rows, d >= 16");
+	CU_ASSERT_EQUAL(all.bad, 0);
+	CU_ASSERT(all.fallback > 0);
+	for (int v = 0; v < NVAR; v++)
+		for (int mi = 0; mi < 4; mi++)
+			CU_ASSERT(main_case.worst[v][mi] * 64 > 1);
+}
+
+/* The 100k GloVe file (a bundle's, or the project's shared data), else
+ * the demo slice in the tree; relative paths for a tree that moved (the
+ * GPU machine runs from the repository root). */
+static int glove_rows(float **q, int64_t nq, float **b, int64_t nb,
+		      int64_t *d)
+{
+	char bundled[XJ_PATH_MAX] = "";
+	const char *files[] = {
+		bundled,
+		XJ_SOURCE_DIR "/../shared/data/glove-100d-100k.h5",
+		"../shared/data/glove-100d-100k.h5",
+		XJ_SOURCE_DIR "/data/glove-demo.h5",
+		"data/glove-demo.h5",
+	};
+	h5in_info tinfo, binfo;
+	h5in *h = NULL;
+	xj_status st;
+
+	if (getenv("XJ_BUNDLE"))
+		snprintf(bundled, sizeof(bundled), "%s/data/glove-100d-100k.h5",
+			 getenv("XJ_BUNDLE"));
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		xj_ok(&st);
+		if (!files[f][0] ||
+		    h5in_probe(files[f], "/train", "train", &binfo, &st))
+			continue;
+		xj_ok(&st);
+		/* the demo has 8 queries: take more train rows instead */
+		if (h5in_probe(files[f], "/test", "test", &tinfo, &st) ||
+		    tinfo.rows < nq)
+			tinfo = binfo;
+		if (binfo.rows < nq + nb)
+			continue;
+		printf("\n  GloVe rows from %s", files[f]);
+		*d = binfo.cols;
+		*q = malloc(sizeof(float) * (size_t)(nq * *d));
+		*b = malloc(sizeof(float) * (size_t)(nb * *d));
+		if (!*q || !*b || h5in_open(&tinfo, &h, &st) ||
+		    h5in_read(h, tinfo.rows - nq, nq, *q, &st))
+			return -1;
+		h5in_close(h);
+		if (h5in_open(&binfo, &h, &st) || h5in_read(h, 0, nb, *b, &st))
+			return -1;
+		h5in_close(h);
+		return 0;
+	}
+	return -1;
+}
+
+static void test_bound_glove(void)
+{
+	const int64_t nq = 40, nb = 250;
+	float *q = NULL, *b = NULL;
+	int64_t d = 0;
+	rows Q, B;
+	tally t;
+
+	CU_ASSERT_FATAL(glove_rows(&q, nq, &b, nb, &d) == 0);
+	CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
+	CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+	tally_init(&t);
+	check_rows(&t, &Q, &B, NACC, "GloVe");
+	tally_print(&t, "GloVe rows");
+	CU_ASSERT_EQUAL(t.bad, 0);
+	for (int v = 0; v < NVAR; v++)
+		for (int mi = 0; mi < 4; mi++)
+			CU_ASSERT(t.worst[v][mi] * 64 > 1);
+	rows_free(&Q);
+	rows_free(&B);
+	free(q);
+	free(b);
+}
+
+/* ---- device suite --------------------------------------------------------- */
+
+/* The backend's GEMM on the device against the bound (ip on the raw
+ * rows, cosine on the normalised ones). */
+static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
+			 const char *where)
+{
+	int64_t d = Q->d, n = Q->n * B->n, bad = 0;
+	float *g = malloc(sizeof(float) * (size_t)(n + 1));
+	float *h = malloc(sizeof(float) * (size_t)(n + 1));
+	exact *ex = malloc(sizeof(exact) * (size_t)(n + 1));
+	xj_status st;
+
+	CU_ASSERT_FATAL(g && h && ex);
+	for (int64_t i = 0; i < Q->n; i++)
+		for (int64_t j = 0; j < B->n; j++)
+			ex[i * B->n + j] = exact_of(Q->x + i * d, B->x + j * d, d,
+						    Q->n2[i], B->n2[j]);
+	for (size_t pi = 0; pi < 3; pi++) {
+		xj_precision p = precs[pi];
+		int v = p == XJ_PREC_TF32 ? 0 : p == XJ_PREC_BF16 ? 3 : 4;
+
+		if (p == XJ_PREC_FP16 &&
+		    (!backend_cuda_host_fp16_fits(Q->x, Q->n * d) ||
+		     !backend_cuda_host_fp16_fits(B->x, B->n * d)))
+			continue;
+		memset(g, 0xff, sizeof(float) * (size_t)n);
+		memset(h, 0xff, sizeof(float) * (size_t)n);
+		xj_ok(&st);
+		if (backend_cuda_test_gemm(device, p, Q->x, Q->n, B->x, B->n, d,
+					   -1.0f, g, &st) ||
+		    backend_cuda_test_gemm(device, p, Q->hat, Q->n, B->hat, B->n,
+					   d, -1.0f, h, &st)) {
+			printf("\n  %s: %s", precision_name(p), st.msg);
+			bad++;
+			continue;
+		}
+		for (int64_t i = 0; i < Q->n; i++)
+			for (int64_t j = 0; j < B->n; j++) {
+				const exact *e = &ex[i * B->n + j];
+				double bi = metric_err_bound_prec(XJ_METRIC_IP, d,
+						Q->fnorm[i], B->fnorm[j], p);
+				double bc = metric_err_bound_prec(XJ_METRIC_COSINE,
+						d, 1, 1, p);
+				double gi = g[i * B->n + j];
+				double gc = 1.0 + (double)h[i * B->n + j];
+
+				tally_add(t, v, 3, (double)fabsl(gi + e->dot),
+					  bi, where);
+				tally_add(t, v, 2, (double)fabsl(gc - e->cosd),
+					  bc, where);
+				t->pairs++;
+			}
+	}
+	free(g);
+	free(h);
+	free(ex);
+	return bad;
+}
+
+static void test_device_gemm(void)
+{
+	const int64_t nq = 64, nb = 300;
+	int64_t bad = 0;
+	tally t;
+
+	tally_init(&t);
+	for (int di = 0; di < NDIM; di++)
+		for (int si = 0; si < NSCALE; si++) {
+			int64_t d = dims[di];
+			float *q = gauss_rows(nq, d, scales[si][0], scales[si][1]);
+			float *b = gauss_rows(nb, d, scales[si][0], scales[si][1]);
+			rows Q, B;
+			char where[64];
+
+			CU_ASSERT_FATAL(q && b);
+			CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
+			CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+			snprintf(where, sizeof(where), "device d=%lld %g+%g",
+				 (long long)d, scales[si][0], scales[si][1]);
+			bad += gemm_case(&Q, &B, &t, where);
+			rows_free(&Q);
+			rows_free(&B);
+			free(q);
+			free(b);
+		}
+	float *q = NULL, *b = NULL;
+	int64_t d = 0;
+	rows Q, B;
+
+	CU_ASSERT_FATAL(glove_rows(&q, 200, &b, 2000, &d) == 0);
+	CU_ASSERT_FATAL(rows_make(&Q, q, 200, d) == 0);
+	CU_ASSERT_FATAL(rows_make(&B, b, 2000, d) == 0);
+	bad += gemm_case(&Q, &B, &t, "device GloVe");
+	tally_print(&t, "device GEMM (ip, cosine columns)");
+	rows_free(&Q);
+	rows_free(&B);
+	free(q);
+	free(b);
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(t.bad, 0);
+}
+
+/* Top-k of q x b through a backend in chunks of qc x bc rows. */
+static int run_topk(int cuda, const xj_backend_cfg *cfg0, const float *q,
+		    int64_t nq, const float *b, int64_t nb, int64_t qc,
+		    int64_t bc, float *key, int64_t *idx)
+{
+	xj_backend_cfg cfg = *cfg0;
+	int64_t d = cfg.d, k = cfg.k;
+	xj_backend *be = NULL;
+	xj_status st;
+
+	xj_ok(&st);
+	cfg.max_query_rows = qc;
+	cfg.max_base_rows = bc;
+	poison(key, idx, nq * k);
+	if (cuda ? backend_cuda_create(&cfg, device, 0.9, &be, &st) :
+		   backend_cpu_create(&cfg, &be, &st))
+		goto fail;
+	for (int64_t q0 = 0; q0 < nq; q0 += qc) {
+		xj_rows qr = { q + q0 * d, nq - q0 < qc ? nq - q0 : qc, d, q0 };
+
+		if (be->topk_begin(be, &qr, &st))
+			goto fail;
+		for (int64_t b0 = 0; b0 < nb; b0 += bc) {
+			xj_rows br = { b + b0 * d, nb - b0 < bc ? nb - b0 : bc,
+				       d, b0 };
+
+			if (be->topk_add(be, &br, &st))
+				goto fail;
+		}
+		if (be->topk_end(be, key + q0 * k, idx + q0 * k, &st))
+			goto fail;
+	}
+	be->release(be);
+	return 0;
+fail:
+	printf("\n  %s backend: %s", cuda ? "cuda" : "cpu", st.msg);
+	if (be)
+		be->release(be);
+	return 1;
+}
+
+static int64_t topk_case(const char *what, const float *q, int64_t nq,
+			 const float *b, int64_t nb, int64_t d)
+{
+	const int64_t ks[] = { 1, 10, 100 };
+	const int64_t chunks[][2] = { { 0, 0 }, { 100, 3000 } };
+	int64_t bad = 0, n = nq * 100;
+	float *rk = malloc(sizeof(float) * (size_t)n);
+	float *gk = malloc(sizeof(float) * (size_t)n);
+	int64_t *ri = malloc(sizeof(int64_t) * (size_t)n);
+	int64_t *gi = malloc(sizeof(int64_t) * (size_t)n);
+
+	CU_ASSERT_FATAL(rk && gk && ri && gi);
+	for (size_t mi = 0; mi < 4; mi++)
+		for (size_t ki = 0; ki < 3; ki++) {
+			xj_backend_cfg cfg;
+
+			memset(&cfg, 0, sizeof(cfg));
+			cfg.metric = metrics[mi];
+			cfg.k = ks[ki];
+			cfg.d = d;
+			cfg.self = q == b;
+			if (run_topk(0, &cfg, q, nq, b, nb, nq, nb, rk, ri)) {
+				bad++;
+				continue;
+			}
+			for (size_t pi = 0; pi < 3; pi++)
+				for (size_t c = 0; c < 2; c++) {
+					int64_t qc = chunks[c][0] ? chunks[c][0] : nq;
+					int64_t bc = chunks[c][1] ? chunks[c][1] : nb;
+
+					cfg.precision = precs[pi];
+					if (run_topk(1, &cfg, q, nq, b, nb, qc, bc,
+						     gk, gi)) {
+						bad++;
+						continue;
+					}
+					for (int64_t e = 0; e < nq * cfg.k; e++)
+						if ((!same_f32(gk[e], rk[e]) ||
+						     gi[e] != ri[e]) && bad++ < 4)
+							printf("\n  %s %s %s k=%lld chunks %lldx%lld: entry %lld (%.9g, %lld) want (%.9g, %lld)",
+							       what, metric_names[mi],
+							       precision_name(precs[pi]),
+							       (long long)cfg.k,
+							       (long long)qc,
+							       (long long)bc,
+							       (long long)e, gk[e],
+							       (long long)gi[e], rk[e],
+							       (long long)ri[e]);
+				}
+		}
+	free(rk);
+	free(gk);
+	free(ri);
+	free(gi);
+	return bad;
+}
+
+static void test_device_topk(void)
+{
+	const int64_t d = 40, nq = 300, nb = 9000;
+	float *q = gauss_rows(nq, d, 0.1, 1), *b = gauss_rows(nb, d, 0, 1);
+	float *tq = gauss_rows(nq, d, 0, 1e-6), *tb = gauss_rows(nb, d, 0, 1e-6);
+	float *oq = gauss_rows(nq, d, 1e4, 1), *ob = gauss_rows(nb, d, 1e4, 1);
+	float *g = NULL, *gb = NULL;
+	int64_t gd = 0;
+	int64_t bad = 0;
+
+	float *bigq = malloc(sizeof(float) * (size_t)(nq * d));
+
+	CU_ASSERT_FATAL(q && b && tq && tb && oq && ob && bigq);
+	bad += topk_case("gaussian", q, nq, b, nb, d);
+	/* one query row beyond fp16: the whole query chunk takes float32 */
+	memcpy(bigq, q, sizeof(float) * (size_t)(nq * d));
+	for (int64_t e = 5 * d; e < 6 * d; e++)
+		bigq[e] *= 1e5f;
+	bad += topk_case("one query beyond fp16", bigq, nq, b, nb, d);
+	bad += topk_case("fp16 subnormals", tq, nq, tb, nb, d);
+	/* offsets of 1e4: float cancellation, fp16 still fits */
+	bad += topk_case("offset 1e4", oq, 100, ob, 5000, d);
+	/* one base chunk beyond fp16 (rows 3000..5999 with chunks of 3000):
+	 * that chunk takes the float32 GEMM, the others fp16 */
+	for (int64_t e = 3500 * d; e < 3501 * d; e++)
+		b[e] *= 1e5f;
+	bad += topk_case("one chunk beyond fp16", q, nq, b, nb, d);
+	CU_ASSERT_FATAL(glove_rows(&g, 200, &gb, 12000, &gd) == 0);
+	bad += topk_case("GloVe", g, 200, gb, 12000, gd);
+	bad += topk_case("GloVe self", gb, 200, gb, 12000, gd);
+	CU_ASSERT_EQUAL(bad, 0);
+	free(bigq);
+	free(q);
+	free(b);
+	free(tq);
+	free(tb);
+	free(oq);
+	free(ob);
+	free(g);
+	free(gb);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	int host_only = argc > 1 && !strcmp(argv[1], "--host-only");
+	int ndev = 0, ok;
+	char reason[512], line[512];
+	CU_pSuite s;
+	unsigned fails;
+
+	if (!host_only) {
+		backend_cuda_probe(&ndev, reason, sizeof(reason));
+		if (ndev == 0) {
+			printf("SKIPPED: %s\n", reason);
+			return SKIP_CODE;
+		}
+		if (getenv("XJ_CUDA_DEVICE"))
+			device = atoi(getenv("XJ_CUDA_DEVICE"));
+		if (backend_cuda_device_info(device, line, sizeof(line)) == XJ_OK)
+			printf("device %d of %d: %s\n", device, ndev, line);
+	}
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("cuda_precision_host", NULL, NULL);
+	ok = s &&
+	     CU_add_test(s, "bound: host and device bits, monotone",
+			 test_bound_bits) &&
+	     CU_add_test(s, "roundings equal CUDA's, within up |x| + eta",
+			 test_roundings) &&
+	     CU_add_test(s, "fp16 range check", test_fp16_range) &&
+	     CU_add_test(s, "bound holds on random rows", test_bound_random) &&
+	     CU_add_test(s, "bound holds on GloVe rows", test_bound_glove);
+	if (ok && !host_only) {
+		s = CU_add_suite("cuda_precision_device", NULL, NULL);
+		ok = s &&
+		     CU_add_test(s, "device GEMM within the bound",
+				 test_device_gemm) &&
+		     CU_add_test(s, "top-k in every precision equals the CPU",
+				 test_device_topk);
+	}
+	if (!ok) {
+		CU_cleanup_registry();
+		return 1;
+	}
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	if (CU_basic_run_tests() != CUE_SUCCESS ||
+	    CU_get_error() != CUE_SUCCESS) {
+		CU_cleanup_registry();
+		return 1;
+	}
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
