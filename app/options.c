@@ -243,7 +243,7 @@ static const struct {
 	{ XJ_EXIT_USAGE, "bad option, bad job file, existing output" },
 	{ XJ_EXIT_INPUT, "missing or invalid input file or values" },
 	{ XJ_EXIT_RESOURCE, "memory, disk, output not writable" },
-	{ XJ_EXIT_INTERRUPTED, "stopped by a signal at a chunk boundary" },
+	{ XJ_EXIT_INTERRUPTED, "stopped by a signal; rerun with --resume" },
 };
 
 /* --- lookups --- */
