@@ -402,24 +402,6 @@ static int table_done(struct insp *in, struct table *t, xj_status *st)
 
 /* ---- root attributes -------------------------------------------------- */
 
-static const char *class_name(H5T_class_t cls)
-{
-	switch (cls) {
-	case H5T_INTEGER: return "integer";
-	case H5T_FLOAT: return "float";
-	case H5T_TIME: return "time";
-	case H5T_STRING: return "string";
-	case H5T_BITFIELD: return "bitfield";
-	case H5T_OPAQUE: return "opaque";
-	case H5T_COMPOUND: return "compound";
-	case H5T_REFERENCE: return "reference";
-	case H5T_ENUM: return "enum";
-	case H5T_VLEN: return "variable-length";
-	case H5T_ARRAY: return "array";
-	default: return "unknown";
-	}
-}
-
 /* Fixed-length strings are read one byte wider, NUL-terminated, so that
  * a NUL- or space-padded string keeps its last character. */
 static void attr_read_str(hid_t id, hid_t type, struct attr *a)
@@ -462,7 +444,7 @@ static void attr_read(hid_t id, struct attr *a)
 
 	a->kind = AK_OTHER;
 	snprintf(a->text, sizeof(a->text), "(%s, %lld values)",
-		 class_name(cls), (long long)n);
+		 h5check_class_name(cls), (long long)n);
 	if (n == 1 && cls == H5T_STRING)
 		attr_read_str(id, type, a);
 	else if (n == 1 && cls == H5T_INTEGER &&
@@ -633,7 +615,8 @@ static void type_text(hid_t type, struct dset *d)
 	else if (d->cls == H5T_FLOAT)
 		snprintf(d->type, sizeof(d->type), "float%zu", bytes * 8);
 	else
-		snprintf(d->type, sizeof(d->type), "%s", class_name(d->cls));
+		snprintf(d->type, sizeof(d->type), "%s",
+			 h5check_class_name(d->cls));
 }
 
 static void filter_name(H5Z_filter_t id, const unsigned *cd, size_t ncd,
@@ -1211,7 +1194,7 @@ static const struct dset *expect_dset(struct insp *in, const char *name,
 	}
 	if (d->rank != 2 || d->cls != cls) {
 		problem(in, "%s is %s %d-D, expected a 2-D %s matrix", name,
-			d->type, d->rank, class_name(cls));
+			d->type, d->rank, h5check_class_name(cls));
 		return NULL;
 	}
 	return d;

@@ -1,7 +1,7 @@
 /*
  * h5check.h: check macros for HDF5 and MPI calls inside io/ (private).
  *
- * defines: H5_TRY, MPI_TRY, h5check_silence
+ * defines: H5_TRY, MPI_TRY, h5check_silence, h5check_class_name
  *
  *	if (H5_TRY(fid = H5Fopen(file, H5F_ACC_RDONLY, fapl), st,
  *		   XJ_EXIT_INPUT, "%s: cannot open", file))
@@ -14,8 +14,8 @@
  * with MPI_Error_string's text. Both must run right after the call: any
  * later HDF5 call clears the error stack.
  *
- * Only io/h5in.c and io/h5out.c include this; the helpers are static
- * inline so the header needs no .c file of its own.
+ * io/h5in.c, io/h5out.c and app/inspect.c include this; the helpers are
+ * static inline so the header needs no .c file of its own.
  */
 #ifndef XJ_H5CHECK_H
 #define XJ_H5CHECK_H
@@ -26,6 +26,25 @@
 #include <string.h>
 
 #include "../app/status.h"
+
+/* A type class for messages: "integer", "string", ... */
+static inline const char *h5check_class_name(H5T_class_t cls)
+{
+	switch (cls) {
+	case H5T_INTEGER: return "integer";
+	case H5T_FLOAT: return "float";
+	case H5T_TIME: return "time";
+	case H5T_STRING: return "string";
+	case H5T_BITFIELD: return "bitfield";
+	case H5T_OPAQUE: return "opaque";
+	case H5T_COMPOUND: return "compound";
+	case H5T_REFERENCE: return "reference";
+	case H5T_ENUM: return "enum";
+	case H5T_VLEN: return "variable-length";
+	case H5T_ARRAY: return "array";
+	default: return "unknown";
+	}
+}
 
 #define H5_TRY(call, st, code, ...) \
 	((call) < 0 ? h5check_fail((st), (code), __FILE__, __LINE__, \

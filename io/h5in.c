@@ -321,24 +321,6 @@ static int h5in_resolve(hid_t fid, const char *file, const char *dset,
 	return h5in_search(fid, file, name, out, st);
 }
 
-static const char *h5in_class_name(H5T_class_t cls)
-{
-	switch (cls) {
-	case H5T_INTEGER: return "integer";
-	case H5T_FLOAT: return "float";
-	case H5T_TIME: return "time";
-	case H5T_STRING: return "string";
-	case H5T_BITFIELD: return "bitfield";
-	case H5T_OPAQUE: return "opaque";
-	case H5T_COMPOUND: return "compound";
-	case H5T_REFERENCE: return "reference";
-	case H5T_ENUM: return "enum";
-	case H5T_VLEN: return "variable-length";
-	case H5T_ARRAY: return "array";
-	default: return "unknown";
-	}
-}
-
 /* "uint8", "int64", "float32", ... */
 static int h5in_describe_type(hid_t type, const char *label, char *buf,
 			      size_t size, int *wide_float, xj_status *st)
@@ -353,7 +335,7 @@ static int h5in_describe_type(hid_t type, const char *label, char *buf,
 	if (cls != H5T_INTEGER && cls != H5T_FLOAT)
 		return xj_fail(st, XJ_EXIT_INPUT,
 			       "%s: has %s type, expected integer or float "
-			       "numbers", label, h5in_class_name(cls));
+			       "numbers", label, h5check_class_name(cls));
 	bytes = H5Tget_size(type);
 	if (bytes == 0)
 		return xj_fail(st, XJ_EXIT_INPUT, "%s: datatype size 0",

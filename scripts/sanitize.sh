@@ -41,7 +41,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
-subset='^unit\.|^integration\.(topk_random\.np2|invariance\.np3|matrix\.np2|errors|realdata|interrupt)$'
+subset='^unit\.|^fuzz\.|^integration\.(topk_random\.np2|invariance\.np3|matrix\.np2|errors|realdata|interrupt|resume|catalogue|inspect)$'
 if [ $# -eq 0 ]; then
 	set -- -R "$subset"
 elif [ "$1" = all ]; then

@@ -34,6 +34,7 @@
 #include "kernels/topk.h"
 #define TESTDATA_SEED 0x5eed1234abcdull
 #include "tests/unit/testdata.h"
+#include "tests/unit/unit.h"
 
 #define SKIP_CODE 77
 
@@ -931,43 +932,32 @@ static void test_matrix(void)
 
 /* ---- main ------------------------------------------------------------- */
 
-static int add_host_suite(void)
-{
-	CU_pSuite s = CU_add_suite("cuda_backend_host", NULL, NULL);
+static const unit_test host_tests[] = {
+	{ "keys and norms equal metric.c", test_host_keys },
+	{ "gates, bounds, thresholds equal metric.c", test_host_gates },
+	{ "sort key orders as topk_less", test_host_sortkey },
+	{ "rank merge equals topk_merge", test_host_merge },
+	{ "grid-row merge (merge.cuh) equals topk_merge",
+	  test_host_merge_lists },
+};
 
-	return s &&
-	       CU_add_test(s, "keys and norms equal metric.c", test_host_keys) &&
-	       CU_add_test(s, "gates, bounds, thresholds equal metric.c",
-			   test_host_gates) &&
-	       CU_add_test(s, "sort key orders as topk_less", test_host_sortkey) &&
-	       CU_add_test(s, "rank merge equals topk_merge", test_host_merge) &&
-	       CU_add_test(s, "grid-row merge (merge.cuh) equals topk_merge",
-			   test_host_merge_lists);
-}
-
-static int add_device_suite(void)
-{
-	CU_pSuite s = CU_add_suite("cuda_backend_device", NULL, NULL);
-
-	return s &&
-	       CU_add_test(s, "gaussian, every metric, k and chunking",
-			   test_gaussian) &&
-	       CU_add_test(s, "large norms need rescoring", test_large_norms) &&
-	       CU_add_test(s, "near ties need rescoring", test_near_ties) &&
-	       CU_add_test(s, "duplicated rows (ties)", test_duplicates) &&
-	       CU_add_test(s, "k above the base: padding", test_padding) &&
-	       CU_add_test(s, "empty chunks", test_empty_chunks) &&
-	       CU_add_test(s, "gemm flops", test_gemm_flops) &&
-	       CU_add_test(s, "errors", test_errors) &&
-	       CU_add_test(s, "matrix equals the CPU's", test_matrix);
-}
+static const unit_test device_tests[] = {
+	{ "gaussian, every metric, k and chunking", test_gaussian },
+	{ "large norms need rescoring", test_large_norms },
+	{ "near ties need rescoring", test_near_ties },
+	{ "duplicated rows (ties)", test_duplicates },
+	{ "k above the base: padding", test_padding },
+	{ "empty chunks", test_empty_chunks },
+	{ "gemm flops", test_gemm_flops },
+	{ "errors", test_errors },
+	{ "matrix equals the CPU's", test_matrix },
+};
 
 int main(int argc, char **argv)
 {
 	int host_only = argc > 1 && !strcmp(argv[1], "--host-only");
 	int ndev = 0;
 	char reason[512], line[512];
-	unsigned fails;
 
 	if (!host_only) {
 		backend_cuda_probe(&ndev, reason, sizeof(reason));
@@ -984,17 +974,12 @@ int main(int argc, char **argv)
 	}
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	if (!add_host_suite() || (!host_only && !add_device_suite())) {
+	if (!unit_add("cuda_backend_host", host_tests,
+		      UNIT_COUNT(host_tests)) ||
+	    (!host_only && !unit_add("cuda_backend_device", device_tests,
+				     UNIT_COUNT(device_tests)))) {
 		CU_cleanup_registry();
 		return 1;
 	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS ||
-	    CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return unit_run_all();
 }

@@ -47,6 +47,7 @@
 #include "kernels/metric.h"
 #define TESTDATA_SEED 0x7e57c0de5eedull
 #include "tests/unit/testdata.h"
+#include "tests/unit/unit.h"
 
 #define SKIP_CODE 77
 
@@ -915,13 +916,24 @@ static void test_device_topk(void)
 
 /* ---- main ------------------------------------------------------------------ */
 
+static const unit_test host_tests[] = {
+	{ "bound: host and device bits, monotone", test_bound_bits },
+	{ "roundings equal CUDA's, within up |x| + eta", test_roundings },
+	{ "fp16 range check", test_fp16_range },
+	{ "bound holds on random rows", test_bound_random },
+	{ "bound holds on GloVe rows", test_bound_glove },
+};
+
+static const unit_test device_tests[] = {
+	{ "device GEMM within the bound", test_device_gemm },
+	{ "top-k in every precision equals the CPU", test_device_topk },
+};
+
 int main(int argc, char **argv)
 {
 	int host_only = argc > 1 && !strcmp(argv[1], "--host-only");
-	int ndev = 0, ok;
+	int ndev = 0;
 	char reason[512], line[512];
-	CU_pSuite s;
-	unsigned fails;
 
 	if (!host_only) {
 		backend_cuda_probe(&ndev, reason, sizeof(reason));
@@ -936,34 +948,12 @@ int main(int argc, char **argv)
 	}
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("cuda_precision_host", NULL, NULL);
-	ok = s &&
-	     CU_add_test(s, "bound: host and device bits, monotone",
-			 test_bound_bits) &&
-	     CU_add_test(s, "roundings equal CUDA's, within up |x| + eta",
-			 test_roundings) &&
-	     CU_add_test(s, "fp16 range check", test_fp16_range) &&
-	     CU_add_test(s, "bound holds on random rows", test_bound_random) &&
-	     CU_add_test(s, "bound holds on GloVe rows", test_bound_glove);
-	if (ok && !host_only) {
-		s = CU_add_suite("cuda_precision_device", NULL, NULL);
-		ok = s &&
-		     CU_add_test(s, "device GEMM within the bound",
-				 test_device_gemm) &&
-		     CU_add_test(s, "top-k in every precision equals the CPU",
-				 test_device_topk);
-	}
-	if (!ok) {
+	if (!unit_add("cuda_precision_host", host_tests,
+		      UNIT_COUNT(host_tests)) ||
+	    (!host_only && !unit_add("cuda_precision_device", device_tests,
+				     UNIT_COUNT(device_tests)))) {
 		CU_cleanup_registry();
 		return 1;
 	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS ||
-	    CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return unit_run_all();
 }

@@ -42,6 +42,7 @@
 #include "kernels/topk.h"
 #define TESTDATA_SEED 0x5e11dfeedull
 #include "tests/unit/testdata.h"
+#include "tests/unit/unit.h"
 
 #define SKIP_CODE 77
 
@@ -403,12 +404,17 @@ static int finish(int code)
 	return code;
 }
 
+static const unit_test tests[] = {
+	{ "alltoallv on device buffers", test_alltoallv },
+	{ "device merge equals topk_merge", test_device_merge },
+	{ "topk_end_merged over NCCL equals the MPI path", test_hook },
+	{ "errors and the deadline", test_errors },
+};
+
 int main(int argc, char **argv)
 {
 	char reason[512], line[512];
-	int ndev = 0, nranks = 0, ok;
-	unsigned fails;
-	CU_pSuite s;
+	int ndev = 0, nranks = 0;
 
 	if (MPI_Init(&argc, &argv) != MPI_SUCCESS)
 		return 1;
@@ -433,26 +439,5 @@ int main(int argc, char **argv)
 		printf("device %d of %d: %s\n", device, ndev, line);
 	if (cudaSetDevice(device) != cudaSuccess)
 		return finish(1);
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return finish(1);
-	s = CU_add_suite("nccl_transport", NULL, NULL);
-	ok = s &&
-	     CU_add_test(s, "alltoallv on device buffers", test_alltoallv) &&
-	     CU_add_test(s, "device merge equals topk_merge", test_device_merge) &&
-	     CU_add_test(s, "topk_end_merged over NCCL equals the MPI path",
-			 test_hook) &&
-	     CU_add_test(s, "errors and the deadline", test_errors);
-	if (!ok) {
-		CU_cleanup_registry();
-		return finish(1);
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	if (CU_basic_run_tests() != CUE_SUCCESS ||
-	    CU_get_error() != CUE_SUCCESS) {
-		CU_cleanup_registry();
-		return finish(1);
-	}
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return finish(fails ? 1 : 0);
+	return finish(unit_run("nccl_transport", tests, UNIT_COUNT(tests)));
 }
