@@ -8,11 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef XJOIN_HAVE_CUDA
-#include "../kernels/cuda/backend_cuda.h"
-#include "../kernels/cuda/nccl_transport.h"
-#endif
 #include "../kernels/metric.h"
+#include "cuda_module.h"
 #include "version.h"
 
 #define BUS_ID_MAX 32
@@ -35,7 +32,6 @@ static int lowest_rank(const xj_comm *c, int flag)
 	return who < c->nranks ? who : -1;
 }
 
-#ifdef XJOIN_HAVE_CUDA
 /* Free memory from backend_cuda_device_info's line ("..., F of T GiB
  * free"): backend_cuda.h reports it nowhere else. Its 0.1 GiB rounding is
  * small next to the share --gpu-mem-fraction keeps back, and
@@ -50,7 +46,6 @@ static int64_t info_free_bytes(const char *line)
 		return -1;
 	return (int64_t)(free_gib * (double)(INT64_C(1) << 30));
 }
-#endif
 
 /* "[0000:01:00.0] ..." -> "0000:01:00.0"; the index when the line has no
  * bus id, which treats equal indices as one GPU (true unless ranks see
@@ -66,23 +61,24 @@ static void info_bus_id(const char *line, int device, char *bus,
 		snprintf(bus, size, "device %d", device);
 }
 
-/* This rank alone: usable GPUs, the one it takes, its line. */
+/* This rank alone: usable GPUs, the one it takes, its line. Where the
+ * CUDA module does not load, the line says why (cuda_module.h). */
 static void probe_local(const xj_comm *c, xj_device_choice *ch)
 {
-#ifdef XJOIN_HAVE_CUDA
-	backend_cuda_probe(&ch->ndevices, ch->info, sizeof(ch->info));
+	const struct xjc_module *cu = cuda_module_load(ch->info,
+						       sizeof(ch->info));
+
+	if (!cu)
+		return;
+	cu->probe(&ch->ndevices, ch->info, sizeof(ch->info));
 	if (ch->ndevices == 0)
 		return;
 	ch->device = c->local_rank % ch->ndevices;
-	if (backend_cuda_device_info(ch->device, ch->info, sizeof(ch->info))) {
+	if (cu->device_info(ch->device, ch->info, sizeof(ch->info))) {
 		ch->device = -1;   /* the line says what failed */
 		return;
 	}
 	ch->free_bytes = info_free_bytes(ch->info);
-#else
-	(void)c;
-	snprintf(ch->info, sizeof(ch->info), "built without CUDA");
-#endif
 }
 
 /* Collective over c->node: how many of the node's ranks use this rank's
@@ -321,7 +317,6 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 	return plan_make(pin, out, st);
 }
 
-#ifdef XJOIN_HAVE_CUDA
 /*
  * A GPU rank has two memories; the planner has one formula and one budget,
  * the smaller of the host's and the GPU's (rank_budget). The GPU's bytes
@@ -340,6 +335,7 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 		     xj_status *st)
 {
+	const struct xjc_module *cu = cuda_module();
 	plan first;
 	int64_t b, q0;
 
@@ -348,33 +344,27 @@ static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 	if (plan_make(pin, &first, st))
 		return st->code;
 	b = first.bchunk_rows;
-	q0 = backend_cuda_work_bytes(cfg, 0, b);
-	pin->work_fixed_bytes = q0 + backend_cuda_pinned_bytes(cfg, b);
-	pin->work_per_qrow_bytes = backend_cuda_work_bytes(cfg, 1, b) - q0;
+	q0 = cu->work_bytes(cfg, 0, b);
+	pin->work_fixed_bytes = q0 + cu->pinned_bytes(cfg, b);
+	pin->work_per_qrow_bytes = cu->work_bytes(cfg, 1, b) - q0;
 	/* a grid row of several ranks may merge on the device (NCCL), whose
 	 * received lists the merge allocates then; the grid depends only on
 	 * n, m and the rank count, so first.pc is the final one */
-	q0 = backend_cuda_merge_bytes(cfg, 0, first.pc);
+	q0 = cu->merge_bytes(cfg, 0, first.pc);
 	pin->work_fixed_bytes += q0;
-	pin->work_per_qrow_bytes += backend_cuda_merge_bytes(cfg, 1, first.pc) -
-				    q0;
+	pin->work_per_qrow_bytes += cu->merge_bytes(cfg, 1, first.pc) - q0;
 	return plan_make(pin, out, st);
 }
-#endif
 
 int device_plan(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    const xj_device_choice *dev, plan *out, xj_status *st)
 {
-#ifdef XJOIN_HAVE_CUDA
-	if (dev->kind == XJ_BACKEND_CUDA)
+	/* kind CUDA: every rank's probe_local loaded the module */
+	if (dev->kind == XJ_BACKEND_CUDA && cuda_module())
 		return plan_cuda(pin, cfg, out, st);
-#else
-	(void)dev;
-#endif
 	return plan_cpu(pin, cfg, threads, out, st);
 }
 
-#ifdef XJOIN_HAVE_CUDA
 /* Halve the query chunk down to one row, then the base chunk; 0 when
  * both are one row already. */
 static int chunks_halve(xj_backend_cfg *cfg)
@@ -395,9 +385,13 @@ static int backend_cuda_open(const xj_job *job, const xj_comm *c,
 			     const xj_device_choice *dev, xj_backend_cfg *cfg,
 			     xj_backend **be, xj_status *st)
 {
-	while (backend_cuda_create(cfg, dev->device,
-				   device_mem_fraction(job, dev), be, st) ==
-	       XJ_EXIT_RESOURCE && chunks_halve(cfg)) {
+	const struct xjc_module *cu = cuda_module();
+
+	if (!cu)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "the CUDA backend is not "
+			       "loaded on rank %d (%s)", c->rank, c->host);
+	while (cu->create(cfg, dev->device, device_mem_fraction(job, dev), be,
+			  st) == XJ_EXIT_RESOURCE && chunks_halve(cfg)) {
 		fprintf(stderr, "xjoin: warning: rank %d (%s): %s; retrying "
 			"with chunks of %" PRId64 " query and %" PRId64
 			" base rows\n", c->rank, c->host, st->msg,
@@ -406,7 +400,6 @@ static int backend_cuda_open(const xj_job *job, const xj_comm *c,
 	}
 	return st->code;
 }
-#endif
 
 /* The chosen backend; cfg's chunk sizes may come back lowered. */
 static int backend_open(const xj_job *job, const xj_comm *c,
@@ -415,13 +408,7 @@ static int backend_open(const xj_job *job, const xj_comm *c,
 {
 	if (dev->kind == XJ_BACKEND_CPU)
 		return backend_cpu_create(cfg, be, st);
-#ifdef XJOIN_HAVE_CUDA
 	return backend_cuda_open(job, c, dev, cfg, be, st);
-#else
-	(void)job;
-	(void)c;
-	return xj_fail(st, XJ_EXIT_INTERNAL, "no CUDA backend in this build");
-#endif
 }
 
 /* The plan's chunks lowered to at most q and b rows, its rounds derived
@@ -468,7 +455,6 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 
 #define NCCL_TIMEOUT_S 300.0
 
-#ifdef XJOIN_HAVE_CUDA
 /* XJ_NCCL_TIMEOUT=S: seconds any NCCL wait may take before the job ends
  * (default 300; the exchanges follow a comm_agree, so ranks arrive
  * within about one base chunk's GPU work of each other). */
@@ -503,7 +489,7 @@ static int nccl_usable(const xj_comm *c, const xj_device_choice *dev,
 			 "needs a GPU per rank", dev->sharing, c->host);
 		return 0;
 	}
-	if (!nccl_transport_available(lib, sizeof(lib))) {
+	if (!cuda_module()->nccl_available(lib, sizeof(lib))) {
 		snprintf(why, size, "rank %d on %s: %s", c->rank, c->host, lib);
 		return 0;
 	}
@@ -544,12 +530,12 @@ static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
 		*opened = 0;
 		return;
 	}
-	ok = nccl_transport_open(c->row, dev->device, nccl_timeout_s(), t,
-				 &st) == XJ_OK;
+	ok = cuda_module()->nccl_open(c->row, dev->device, nccl_timeout_s(),
+				      t, &st) == XJ_OK;
 	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
 	if (!all) {
 		if (ok)
-			nccl_transport_abort(t);
+			cuda_module()->nccl_abort(t);
 		snprintf(why, sizeof(why), "%s", st.msg);
 		share_why(c, ok, why, sizeof(why));
 		if (c->rank == 0)
@@ -558,43 +544,34 @@ static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
 		*opened = 0;
 		return;
 	}
-	nccl_transport_on_fatal(t, nccl_fatal);
+	cuda_module()->nccl_on_fatal(t, nccl_fatal);
 	*opened = 1;
 }
-#endif
 
 int device_transport_open(const xj_comm *c, const xj_device_choice *dev,
 			  xj_transport *t, xj_status *st)
 {
 	int opened = 0;
 
-#ifdef XJOIN_HAVE_CUDA
 	nccl_try(c, dev, t, &opened);
-#else
-	(void)dev;
-#endif
 	if (!opened)
 		comm_mpi_transport(c->row, t);
 	fflush(stderr);
 	return st->code;
 }
 
+/* Only a loaded module can have opened a NCCL transport. */
 int device_transport_is_device(const xj_transport *t)
 {
-#ifdef XJOIN_HAVE_CUDA
-	return nccl_transport_is(t);
-#else
-	(void)t;
-	return 0;
-#endif
+	const struct xjc_module *cu = cuda_module();
+
+	return cu && cu->nccl_is(t);
 }
 
 void device_transport_close(xj_transport *t)
 {
-#ifdef XJOIN_HAVE_CUDA
-	if (nccl_transport_is(t))
-		nccl_transport_close(t);
-#else
-	(void)t;
-#endif
+	const struct xjc_module *cu = cuda_module();
+
+	if (cu && cu->nccl_is(t))
+		cu->nccl_close(t);
 }

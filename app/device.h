@@ -21,8 +21,13 @@
  * needs --gpu-share for that, auto shares and notes it. Sharing ranks
  * split the GPU's memory fraction between them.
  *
- * A binary built without CUDA (no XJOIN_HAVE_CUDA) reports "built without
- * CUDA" as every rank's reason.
+ * The CUDA backend is loaded at run time (cuda_module.h): where the
+ * driver, libxjoin_cuda.so or a CUDA library it needs is missing, the
+ * rank's reason (info) says which, e.g. "cannot load the CUDA backend
+ * (libcublas.so.13: cannot open shared object file: ...)", and the rules
+ * above apply as for any rank without a GPU. A binary built without CUDA
+ * (no XJOIN_HAVE_CUDA) reports "built without CUDA" as every rank's
+ * reason.
  */
 #ifndef XJ_DEVICE_H
 #define XJ_DEVICE_H

@@ -7,7 +7,9 @@
 #   scripts/bundle.sh [--out DIR] [--no-big-data] [--no-archive]
 #
 # DIR (default bundle/) gets:
-#   bin/          xjoin, test_cuda_backend, the unit test programs
+#   bin/          xjoin, libxjoin_cuda.so (the CUDA backend, which xjoin
+#                 loads from its own folder), test_cuda_backend, the unit
+#                 test programs
 #   lib/          the libraries, each under its soname
 #   lib/compat/   libstdc++ and libgcc_s, used only where the system has none
 #                 (a newer system copy serves our programs too; ours could be
@@ -25,7 +27,9 @@
 # ld-linux), the NVIDIA driver (libcuda, libnvidia-*), which must match the
 # machine's kernel module, and the CUDA runtime and cuBLAS (libcublasLt is
 # 517 MB): env.sh takes those from the machine's Python packages
-# (nvidia-cublas, nvidia-cuda-runtime) or its /usr/local/cuda.
+# (nvidia-cublas, nvidia-cuda-runtime) or its /usr/local/cuda. Only
+# libxjoin_cuda.so needs them; where they are missing xjoin says so and
+# runs on the CPU.
 # Open MPI's InfiniBand, UCX, libfabric and PSM plugins are left out too:
 # one node needs only shared memory and TCP.
 set -euo pipefail
@@ -66,6 +70,11 @@ for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/test_*; do
 	cp "$f" "$out/bin/"
 	elves+=("$out/bin/$(basename "$f")")
 done
+# the CUDA backend, next to xjoin (app/cuda_module.c looks there)
+if [ -f build/libxjoin_cuda.so ]; then
+	cp build/libxjoin_cuda.so "$out/bin/"
+	elves+=("$out/bin/libxjoin_cuda.so")
+fi
 
 # mpirun, mpiexec and orterun are one program; orted starts ranks on other
 # nodes, ompi_info shows what the bundle's Open MPI finds.
@@ -143,7 +152,9 @@ cat >"$out/env.sh" <<'EOF'
 #   . bundle/env.sh
 # XJ_CUDA_LIBDIR=DIR[:DIR] names where libcudart.so.13 and libcublas*.so.13
 # are, when the search below (python3's nvidia packages, /usr/local/cuda)
-# does not find them.
+# does not find them. xjoin needs them only for its CUDA backend
+# (bin/libxjoin_cuda.so, loaded at run time; XJOIN_CUDA_MODULE=FILE loads
+# another); without them it runs on the CPU and says why.
 XJ_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export XJ_BUNDLE
 

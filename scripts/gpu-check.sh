@@ -119,15 +119,22 @@ else
 fi
 [ -n "${XJ_CUDA_LIBDIR:-}" ] && echo "# CUDA libraries from $XJ_CUDA_LIBDIR"
 echo "# NCCL: ${XJ_NCCL_LIBRARY:-libnccl.so.2 on the loader path}"
-if ldd "$xj" | grep -q "not found"; then
-	echo "# unresolved libraries:"
-	ldd "$xj" | grep "not found" | sed 's/^/#   /'
-fi
+# xjoin loads its CUDA backend, libxjoin_cuda.so, from its own folder at
+# run time; the CUDA runtime and cuBLAS are that module's libraries
+cuda_module=$(dirname "$xj")/libxjoin_cuda.so
+[ -f "$cuda_module" ] || echo "# no $cuda_module: built without CUDA?"
+for elf in "$xj" "$cuda_module"; do
+	[ -f "$elf" ] || continue
+	if ldd "$elf" | grep -q "not found"; then
+		echo "# unresolved libraries of $(basename "$elf"):"
+		ldd "$elf" | grep "not found" | sed 's/^/#   /'
+	fi
+done
 devices=$("$xj" devices 2>&1)
 echo "$devices" | sed 's/^/# /'
 
 gpu_reason=
-if ! echo "$devices" | grep -q "backend: gpu"; then
+if ! echo "$devices" | grep -q "backend: cuda"; then
 	gpu_reason=$(echo "$devices" | sed -n 's/.*no usable GPU: //p' | head -1)
 	[ -n "$gpu_reason" ] || gpu_reason="xjoin devices found no usable GPU"
 fi
