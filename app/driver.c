@@ -8,6 +8,7 @@
 #include "../kernels/metric.h"
 #include "../kernels/topk.h"
 #include "device.h"
+#include "guard.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -64,6 +65,18 @@ static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 	}
 	h5in_close(in);
 	return st->code;
+}
+
+/* Until guard_end, a crash inside HDF5 on this input ends the rank with
+ * a message (guard.h); the partial output goes too unless it holds an
+ * earlier run's work. */
+static void guard_input(const xj_run *run, const h5in_info *info)
+{
+	char what[XJ_PATH_MAX + XJ_NAME_MAX + 2], partial[XJ_PATH_MAX + 16];
+
+	snprintf(what, sizeof(what), "%s:%s", info->file, info->dset);
+	h5out_partial_path(run->job->output, partial, sizeof(partial));
+	guard_begin(what, run->prog.resuming ? NULL : partial);
 }
 
 /* Agree on the error with the smallest key; its rank's message wins. */
@@ -163,13 +176,16 @@ int driver_validate(xj_run *run, xj_status *st)
 		buf = alloc_or_fail((size_t)(slab * d), sizeof(float),
 				    "validation", st);
 	bad = 0;
+	guard_input(run, &run->qinfo);
 	if (res)
 		validate_range(&run->qinfo, m, v->q0, v->qrows, slab, NULL,
 			       run->resq, q0, q0 + qn, &bad, &fp[0], st);
 	else if (buf)
 		validate_range(&run->qinfo, m, q0, qn, slab, buf, NULL, q0,
 			       q0 + qn, &bad, &fp[0], st);
+	guard_end();
 	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
+		guard_input(run, &run->binfo);
 		if (res)
 			validate_range(&run->binfo, m, v->b0, v->brows, slab,
 				       NULL, run->resb, b0, b0 + bn, &bad,
@@ -177,6 +193,7 @@ int driver_validate(xj_run *run, xj_status *st)
 		else
 			validate_range(&run->binfo, m, b0, bn, slab, buf, NULL,
 				       b0, b0 + bn, &bad, &fp[1], st);
+		guard_end();
 		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st))
 			fingerprints(run, fp, st);
 	}
@@ -193,13 +210,15 @@ static const float *input_rows(xj_run *run, h5in *in, int base,
 {
 	const plan_rank_view *v = &run->view;
 	const float *res = base ? run->resb : run->resq;
+	const h5in_info *info = base ? &run->binfo : &run->qinfo;
+	int rc;
 
 	if (res)
 		return res + (row0 - (base ? v->b0 : v->q0)) * run->job->d;
-	if (read_rows(in, base ? &run->binfo : &run->qinfo, run->job->metric,
-		      row0, rows, buf, st))
-		return NULL;
-	return buf;
+	guard_input(run, info);
+	rc = read_rows(in, info, run->job->metric, row0, rows, buf, st);
+	guard_end();
+	return rc ? NULL : buf;
 }
 
 /* ---- progress --------------------------------------------------------- */
@@ -356,12 +375,14 @@ static int open_inputs(xj_run *run, h5in **qin, h5in **bin, xj_status *st)
 	*qin = *bin = NULL;
 	if (run->resq)
 		return XJ_OK;   /* everything is in memory */
-	if (run->view.qrows && h5in_open(&run->qinfo, qin, st))
-		return st->code;
-	if (run->view.qrows && run->view.brows &&
-	    h5in_open(&run->binfo, bin, st))
-		return st->code;
-	return XJ_OK;
+	guard_input(run, &run->qinfo);
+	if (run->view.qrows)
+		h5in_open(&run->qinfo, qin, st);
+	guard_input(run, &run->binfo);
+	if (!st->code && run->view.qrows && run->view.brows)
+		h5in_open(&run->binfo, bin, st);
+	guard_end();
+	return st->code;
 }
 
 int driver_topk(xj_run *run, xj_status *st)

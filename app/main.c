@@ -30,6 +30,7 @@
 #include "device.h"
 #include "driver.h"
 #include "gen.h"
+#include "guard.h"
 #include "inspect.h"
 #include "job.h"
 #include "mem.h"
@@ -57,7 +58,10 @@ static int resolve_one(const char *spec, const char *def, h5in_info *info,
 
 	if (h5in_parse_spec(spec, file, dset, st))
 		return st->code;
-	return h5in_probe(file, dset, def, info, st);
+	guard_begin(spec, NULL);
+	h5in_probe(file, dset, def, info, st);
+	guard_end();
+	return st->code;
 }
 
 static int same_file(const char *a, const char *b)
@@ -517,6 +521,7 @@ int main(int argc, char **argv)
 	xj_ok(&st);
 	comm_init(&c, &st);
 	comm_watch_signals();
+	guard_install();
 	job_defaults(&job);
 	if (c.rank == 0)
 		options_parse(argc, argv, &job, &action, stdout, &st);

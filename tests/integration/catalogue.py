@@ -176,6 +176,10 @@ class Inputs:
         for name in ("chunk-3gib-allocation.h5",
                      "scaleoffset-after-deflate.h5"):
             shutil.copy(os.path.join(src, name), self.path(name))
+        # crashes inside libhdf5 itself (SIGSEGV): xjoin's guard names it
+        known = os.path.join(src, "..", "..", "known-hdf5", "h5in",
+                             "local-heap-null-read.h5")
+        shutil.copy(known, self.path("heap-crash.h5"))
 
     def digests(self):
         return snapshot(self.dir)
@@ -568,6 +572,9 @@ def cases():
         Case("scale-offset after deflate (HDF5 over-reads)", INPUT,
              r"scaleoffset-after-deflate\.h5:/x: scale-offset filter after",
              topk(None, "scaleoffset-after-deflate.h5:/x")),
+        Case("corrupt local heap: HDF5 itself crashes", INPUT,
+             r"HDF5 library crashed reading .*heap-crash\.h5",
+             topk("heap-crash.h5")),
         Case("1 x 2^31 stored, over the budget", RESOURCE,
              r"memory budget 4294967296 bytes per rank is too small",
              topk("huge-row.h5", "huge-row.h5", 1, "--mem-limit", "4G")),
