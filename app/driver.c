@@ -304,11 +304,14 @@ static int topk_alloc(const xj_run *run, topk_bufs *b, xj_status *st)
 {
 	int64_t d = run->job->d, k = run->job->k, qc = run->pl.qchunk_rows;
 	int64_t part = qc / run->pl.pc + 1;
+	/* read buffers; inputs kept in memory need none */
+	int64_t qread = run->resq ? 0 : qc, bread = run->resq ? 0 :
+			run->pl.bchunk_rows;
 
 	memset(b, 0, sizeof(*b));
-	b->q = alloc_or_fail((size_t)(qc * d), sizeof(float), "queries", st);
-	b->b = alloc_or_fail((size_t)(run->pl.bchunk_rows * d), sizeof(float),
-			     "base rows", st);
+	b->q = alloc_or_fail((size_t)(qread * d), sizeof(float), "queries", st);
+	b->b = alloc_or_fail((size_t)(bread * d), sizeof(float), "base rows",
+			     st);
 	b->key = alloc_or_fail((size_t)(qc * k), sizeof(float), "k-lists", st);
 	b->idx = alloc_or_fail((size_t)(qc * k), sizeof(int64_t), "k-lists",
 			       st);
@@ -465,8 +468,11 @@ int driver_matrix(xj_run *run, xj_status *st)
 	h5in *qin = NULL, *bin = NULL;
 	int slot;
 
-	q = alloc_or_fail((size_t)(qc * d), sizeof(float), "queries", st);
-	b = alloc_or_fail((size_t)(bc * d), sizeof(float), "base rows", st);
+	/* inputs in memory need no read buffers */
+	q = alloc_or_fail((size_t)(run->resq ? 0 : qc * d), sizeof(float),
+			  "queries", st);
+	b = alloc_or_fail((size_t)(run->resq ? 0 : bc * d), sizeof(float),
+			  "base rows", st);
 	out = alloc_or_fail((size_t)(qc * bc), sizeof(float), "matrix block",
 			    st);
 	if (!st->code)
