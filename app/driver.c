@@ -459,22 +459,54 @@ out:
 
 /* ---- full matrix ------------------------------------------------------ */
 
+/* One block of the matrix: where it goes and the buffer that holds it. */
+typedef struct mblock {
+	int64_t q0, qrows, b0, brows;
+	int64_t round;          /* its query round */
+	int last;               /* the last block of that round */
+	float *out;
+} mblock;
+
+/* Write a block (collective); the last of a round makes its rows final. */
+static int matrix_put(xj_run *run, int slot, const mblock *k, xj_status *st)
+{
+	double t0 = report_now();
+
+	if (h5out_write(run->out, slot, k->q0, k->brows ? k->qrows : 0, k->b0,
+			k->brows, k->out, st))
+		return st->code;
+	report_add(run->rep, PH_WRITE, &t0);
+	if (k->last && (progress_round(run, k->round, st) ||
+			driver_checkpoint(run, 0, st)))
+		return st->code;
+	return XJ_OK;
+}
+
+/*
+ * Blocks go through two buffers in turn: block i is queued on the
+ * backend, block i - 1 is written while it runs, then block i is waited
+ * for. On the CPU, matrix_start computes, so nothing overlaps; on a GPU
+ * the device computes block i and copies it into pinned memory while
+ * HDF5 writes block i - 1.
+ */
 int driver_matrix(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
+	xj_backend *be = run->be;
 	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
-	int64_t bc = run->pl.bchunk_rows;
-	float *q = NULL, *b = NULL, *out = NULL;
+	int64_t bc = run->pl.bchunk_rows, nblocks = 0;
+	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
 	h5in *qin = NULL, *bin = NULL;
-	int slot;
+	mblock prev = { 0 };
+	int slot, queued = 0;
 
 	/* inputs in memory need no read buffers */
 	q = alloc_or_fail((size_t)(run->resq ? 0 : qc * d), sizeof(float),
 			  "queries", st);
 	b = alloc_or_fail((size_t)(run->resq ? 0 : bc * d), sizeof(float),
 			  "base rows", st);
-	out = alloc_or_fail((size_t)(qc * bc), sizeof(float), "matrix block",
-			    st);
+	for (int i = 0; i < 2 && !st->code; i++)
+		blk[i] = be->block_alloc(be, qc * bc, st);
 	if (!st->code)
 		open_inputs(run, &qin, &bin, st);
 	if (comm_agree(run->comm, st))
@@ -494,42 +526,55 @@ int driver_matrix(xj_run *run, xj_status *st)
 			qx.x = input_rows(run, qin, 0, q0, qrows, q, st);
 		report_add(run->rep, PH_READ, &t0);
 		for (int64_t br = 0; br < run->pl.brounds; br++) {
-			int64_t b0 = v->b0 + br * bc;
-			int64_t brows = br < v->nbchunks ?
-					min64(bc, v->b0 + v->brows - b0) : 0;
-			xj_rows bx = { NULL, brows, d, b0 };
+			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
+				       br == run->pl.brounds - 1,
+				       blk[nblocks++ & 1] };
+			xj_rows bx = { NULL, 0, d, cur.b0 };
 
-			if (!qrows)
-				brows = 0;
-			if (!st->code && brows) {
-				bx.x = input_rows(run, bin, 1, b0, brows, b,
-						  st);
+			if (qrows && br < v->nbchunks)
+				cur.brows = min64(bc, v->b0 + v->brows - cur.b0);
+			if (!st->code && cur.brows) {
+				bx.rows = cur.brows;
+				bx.x = input_rows(run, bin, 1, cur.b0,
+						  cur.brows, b, st);
 				report_add(run->rep, PH_READ, &t0);
-				if (bx.x)
-					run->be->matrix_block(run->be, &qx, &bx,
-							      out, st);
+				if (bx.x && !be->matrix_start(be, &qx, &bx,
+							      cur.out, st))
+					queued = 1;
+				report_add(run->rep, PH_COMPUTE, &t0);
+			}
+			/* errors and signals are agreed on at each block */
+			if (comm_agree(run->comm, st))
+				goto out;
+			if (nblocks > 1 && matrix_put(run, slot, &prev, st))
+				goto out;
+			t0 = report_now();
+			if (queued) {
+				queued = 0;
+				be->matrix_wait(be, st);
 				report_add(run->rep, PH_COMPUTE, &t0);
 				report_progress(run->rep, run->comm);
 			}
-			/* a signal is agreed on below, at this block's end */
-			if (comm_agree(run->comm, st))
-				goto out;
-			if (h5out_write(run->out, slot, q0, brows ? qrows : 0,
-					b0, brows, out, st))
-				goto out;
-			report_add(run->rep, PH_WRITE, &t0);
+			prev = cur;
 		}
-		if (progress_round(run, qr, st) ||
-		    driver_checkpoint(run, 0, st))
-			goto out;
 	}
+	if (!comm_agree(run->comm, st) && nblocks > 0)
+		matrix_put(run, slot, &prev, st);
 out:
+	if (queued) {   /* its buffer is about to be freed */
+		xj_status ignored;
+
+		xj_ok(&ignored);
+		(void)be->matrix_wait(be, &ignored);
+	}
 	if (qin)
 		h5in_close(qin);
 	if (bin)
 		h5in_close(bin);
 	free(q);
 	free(b);
-	free(out);
+	for (int i = 0; i < 2; i++)
+		if (blk[i])
+			be->block_free(be, blk[i]);
 	return st->code;
 }

@@ -9,8 +9,9 @@
  *              the backend chunk by chunk, take the local k-lists, merge
  *              them across the grid row (reduce-scatter), write this rank's
  *              part collectively.
- *   matrix:    for each (query chunk, base chunk): compute the block, write
- *              it collectively as a hyperslab.
+ *   matrix:    for each (query chunk, base chunk): queue the block on the
+ *              backend, write the block before collectively as a
+ *              hyperslab while it runs, wait for it (two block buffers).
  * Every collective step is preceded by comm_agree, so no rank waits on a
  * rank that failed.
  *

@@ -5,6 +5,7 @@
 
 #define BCHUNK_TOPK_MAX 16384
 #define BCHUNK_MATRIX_MAX 4096
+#define QCHUNK_MATRIX_MAX 16384
 #define QCHUNK_MIN_WANTED 256
 /* Part of the budget left to HDF5's chunk cache, MPI-IO buffers and
  * allocator slack, which the formula does not model: measured at about
@@ -54,8 +55,8 @@ static int64_t row_bytes(const plan_in *in)
 
 static int64_t qrow_bytes(const plan_in *in, int64_t brows)
 {
-	if (in->cmd == XJ_CMD_MATRIX)
-		return row_bytes(in) + brows * 4;
+	if (in->cmd == XJ_CMD_MATRIX)   /* two output blocks */
+		return row_bytes(in) + brows * 8;
 	return row_bytes(in) + in->work_per_qrow_bytes + 4 * in->k * 12;
 }
 
@@ -106,13 +107,16 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 		q = min64(in->chunk_rows, p.qblock_max);
 	} else {
 		int64_t want = min64(p.qblock_max, QCHUNK_MIN_WANTED);
+		int64_t qmax = in->cmd == XJ_CMD_MATRIX ?
+			       min64(p.qblock_max, QCHUNK_MATRIX_MAX) :
+			       p.qblock_max;
 
 		b = min64(p.bshard_max, in->cmd == XJ_CMD_MATRIX ?
 			  BCHUNK_MATRIX_MAX : BCHUNK_TOPK_MAX);
-		q = fit_qrows(in, b, p.qblock_max);
+		q = fit_qrows(in, b, qmax);
 		while (q < want && b > 1) {
 			b = max64(1, b / 2);
-			q = fit_qrows(in, b, p.qblock_max);
+			q = fit_qrows(in, b, qmax);
 		}
 	}
 	b = max64(b, 1);

@@ -15,15 +15,19 @@
  * (bchunk_rows) stream past it. Per rank, the planner's memory formula is
  *
  *   topk:   Q * (d*4*cq + work_per_qrow + 4*k*12) + B * d*4*cb + work_fixed
- *   matrix: Q * (d*4*cq + B*4)                    + B * d*4*cb + work_fixed
+ *   matrix: Q * (d*4*cq + B*8)                    + B * d*4*cb + work_fixed
  *
  * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
  * normalised copy) and 1 otherwise, 4*k*12 the local, sent, received and
  * merged k-lists (float key + int64 index per entry), work_* from the
  * backend, which must fit in the budget less a reserve of 1/8 (at most
- * 256 MiB) for library caches and allocator slack. Q is made as large as the budget allows (each query chunk
- * re-reads the base shard), B is at most 16384 rows (4096 for the matrix)
- * and halves while Q would fall below 256 rows.
+ * 256 MiB) for library caches and allocator slack. B*8 are the matrix's
+ * two output blocks: one is written while the next is computed. Q is made
+ * as large as the budget allows (each query chunk re-reads the base
+ * shard), up to 16384 rows for the matrix, whose base reads are then at
+ * most d/16384 of its output bytes and whose blocks stay within 256 MiB.
+ * B is at most 16384 rows (4096 for the matrix) and halves while Q would
+ * fall below 256 rows.
  */
 #ifndef XJ_PLAN_H
 #define XJ_PLAN_H

@@ -16,8 +16,16 @@
  * With a device transport (NCCL), topk_end_merged replaces topk_end and
  * comm_topk_reduce_scatter: the lists never leave the GPU before the merge.
  *
- * For the matrix it computes one block of canonical values:
- *   be->matrix_block(be, &q, &b, out, st);   // out: q.rows x b.rows
+ * For the matrix it computes blocks of canonical values, one queued at a
+ * time, so that the caller writes block i while the backend computes
+ * block i + 1:
+ *
+ *   out = be->block_alloc(be, n, st);        // pinned on the CUDA backend
+ *   be->matrix_start(be, &q, &b, out, st);   // out: q.rows x b.rows
+ *   ... write the block before, read the next rows ...
+ *   be->matrix_wait(be, st);                 // out holds the block
+ *
+ * backend_matrix_block() does both at once.
  *
  * All row data are float32, row-major, exactly as read from the input (the
  * backend makes its own normalised copies for cosine). Results are canonical
@@ -65,11 +73,32 @@ struct xj_backend {
 	int (*topk_end_merged)(xj_backend *be, const struct xj_transport *t,
 			       float *key, int64_t *idx, int64_t *out_row0,
 			       int64_t *out_rows, xj_status *st);
-	int (*matrix_block)(xj_backend *be, const xj_rows *q, const xj_rows *b,
+	/* Queue the block q x b into out (q.rows x b.rows floats). The
+	 * rows of q and b may be reused when it returns; out must be left
+	 * alone until matrix_wait returns. One block at most is queued: a
+	 * started block is waited for, whatever happens, before out is
+	 * freed or another block starts. An error of the queued work comes
+	 * from matrix_wait. The CPU backend computes the block here. */
+	int (*matrix_start)(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			    float *out, xj_status *st);
+	int (*matrix_wait)(xj_backend *be, xj_status *st);
+	/* Host memory for n floats of matrix blocks (page-locked where the
+	 * device copies into it); NULL with st set when it fails. */
+	float *(*block_alloc)(xj_backend *be, int64_t n, xj_status *st);
+	void (*block_free)(xj_backend *be, float *p);
 	void (*release)(xj_backend *be);   /* frees be itself too */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
 };
+
+/* One matrix block, computed when it returns. */
+static inline int backend_matrix_block(xj_backend *be, const xj_rows *q,
+				       const xj_rows *b, float *out,
+				       xj_status *st)
+{
+	if (be->matrix_start(be, q, b, out, st))
+		return st->code;
+	return be->matrix_wait(be, st);
+}
 
 /* Create the CPU backend. Returns XJ_OK and *out, or an error. */
 int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,

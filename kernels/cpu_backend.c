@@ -1250,7 +1250,8 @@ static int grow_doubles(double **p, int64_t *have, int64_t rows,
 	return XJ_OK;
 }
 
-static int cpu_matrix_block(xj_backend *be, const xj_rows *q,
+/* The block is computed here: matrix_wait has nothing to wait for. */
+static int cpu_matrix_start(xj_backend *be, const xj_rows *q,
 			    const xj_rows *b, float *out, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
@@ -1290,6 +1291,31 @@ static int cpu_matrix_block(xj_backend *be, const xj_rows *q,
 		}
 	}
 	return XJ_OK;
+}
+
+static int cpu_matrix_wait(xj_backend *be, xj_status *st)
+{
+	(void)be;
+	(void)st;
+	return XJ_OK;
+}
+
+static float *cpu_block_alloc(xj_backend *be, int64_t n, xj_status *st)
+{
+	float *p = NULL;
+
+	(void)be;
+	if (size_ok(n, (int64_t)sizeof(float)))
+		p = malloc(n > 0 ? (size_t)n * sizeof(float) : 1);
+	if (!p)
+		oom(st, "a matrix block", size_ok(n, 4) ? n * 4 : INT64_MAX);
+	return p;
+}
+
+static void cpu_block_free(xj_backend *be, float *p)
+{
+	(void)be;
+	free(p);
 }
 
 static void cpu_release(xj_backend *be)
@@ -1384,7 +1410,10 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.topk_begin = cpu_topk_begin;
 	c->be.topk_add = cpu_topk_add;
 	c->be.topk_end = cpu_topk_end;
-	c->be.matrix_block = cpu_matrix_block;
+	c->be.matrix_start = cpu_matrix_start;
+	c->be.matrix_wait = cpu_matrix_wait;
+	c->be.block_alloc = cpu_block_alloc;
+	c->be.block_free = cpu_block_free;
 	c->be.release = cpu_release;
 	c->be.gemm_flops = 0;
 	if (thread_alloc(c)) {

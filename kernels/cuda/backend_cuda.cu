@@ -42,8 +42,14 @@
  * orders everything else: the upload of a chunk follows the tiles of the
  * one before, which read the same device buffer.
  *
- * Matrix: matrix.cuh computes TQ x TB blocks of canonical values into the
- * GEMM tile buffer, which is copied (2-D) into the caller's block.
+ * Matrix: matrix.cuh computes TQ x TB tiles of canonical values into two
+ * tile buffers in turn, on the compute stream; a copy stream moves each
+ * finished tile (2-D) into the caller's block, pinned memory from
+ * block_alloc, while the next tile is computed. Events order the pair: a
+ * tile buffer is rewritten only after its copy is done. matrix_start
+ * returns once the rows are checked and the tiles are queued, so the
+ * caller writes the block before while this one is computed and copied;
+ * matrix_wait waits for the copy stream.
  *
  * Errors: every CUDA and cuBLAS call is checked (check.cuh), every launch
  * too. Rows that fail metric_check_rows are flagged on the device; query
@@ -100,7 +106,7 @@ typedef struct cuda_backend {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 
-	/* query rows: the chunk of topk_begin or the block of matrix_block */
+	/* query rows: the chunk of topk_begin or the block of matrix_start */
 	int64_t qalloc;
 	float *q;               /* qalloc x d, as given */
 	float *qhat;            /* cosine: normalised in float */
@@ -127,7 +133,12 @@ typedef struct cuda_backend {
 	int next_stage;
 
 	/* tile work */
-	float *g;               /* TQ x TB: GEMM tile, matrix block */
+	float *g;               /* TQ x TB: GEMM tile, matrix tile */
+	float *g2;              /* TQ x TB: the matrix's second tile */
+	cudaStream_t cstream;   /* matrix tile copies to the host */
+	cudaEvent_t tiled[2];   /* matrix tile in g / g2 computed */
+	cudaEvent_t copied[2];  /* ... and copied out: buffer free */
+	int mqueued;            /* a matrix block is queued */
 	int *cand;              /* TQ x TB: scanned columns */
 	int *ncand;             /* TQ */
 	uint64_t *skey;         /* TQ x TB: rescored sort keys */
@@ -306,6 +317,7 @@ static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 static void work_free(cuda_backend *c)
 {
 	dev_free(&c->g);
+	dev_free(&c->g2);
 	dev_free(&c->cand);
 	dev_free(&c->ncand);
 	dev_free(&c->skey);
@@ -326,6 +338,7 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 	int64_t k = c->cfg.k;
 
 	if (dev_alloc(&c->g, tile, "the GEMM tile", st) ||
+	    dev_alloc(&c->g2, tile, "the second matrix tile", st) ||
 	    dev_alloc(&c->bad, 2, "row flags", st))
 		return st->code;
 	if (k < 1)          /* a matrix-only backend */
@@ -744,8 +757,33 @@ static int topk_end_merged_run(cuda_backend *c, const xj_transport *t,
 
 /* ---- matrix ------------------------------------------------------------ */
 
-static int matrix_run(cuda_backend *c, const xj_rows *q, const xj_rows *b,
-		      float *out, xj_status *st)
+/* Tile t of the block into buffer t % 2, then its copy into out. */
+static int matrix_tile_queue(cuda_backend *c, int64_t t, int64_t i0, int tq,
+			     int64_t j0, int tb, int64_t nb, float *out,
+			     xj_status *st)
+{
+	int s = (int)(t & 1);
+	float *g = s ? c->g2 : c->g;
+	int64_t d = c->cfg.d;
+
+	/* an event never recorded is complete: the first two tiles pass */
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->stream, c->copied[s], 0));
+	if (matrix_tile(c->cfg.metric, d, c->q + i0 * d, tq, c->qq + i0,
+			c->b + j0 * d, tb, c->bb + j0, g, tb, c->stream, st))
+		return st->code;
+	CUDA_CHECK(st, cudaEventRecord(c->tiled[s], c->stream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->cstream, c->tiled[s], 0));
+	CUDA_CHECK(st, cudaMemcpy2DAsync(out + i0 * nb + j0,
+					 (size_t)nb * sizeof(float), g,
+					 (size_t)tb * sizeof(float),
+					 (size_t)tb * sizeof(float), (size_t)tq,
+					 cudaMemcpyDeviceToHost, c->cstream));
+	CUDA_CHECK(st, cudaEventRecord(c->copied[s], c->cstream));
+	return XJ_OK;
+}
+
+static int matrix_start_run(cuda_backend *c, const xj_rows *q,
+			    const xj_rows *b, float *out, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
 	int64_t d = c->cfg.d, nq = q->rows, nb = b->rows;
@@ -758,7 +796,7 @@ static int matrix_run(cuda_backend *c, const xj_rows *q, const xj_rows *b,
 		return XJ_OK;
 	if (c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "matrix_block between topk_begin and topk_end");
+			       "matrix_start between topk_begin and topk_end");
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	if (query_reserve(c, nq, st) || base_reserve(c, nb, st) ||
 	    flags_reset(c, st))
@@ -779,24 +817,28 @@ static int matrix_run(cuda_backend *c, const xj_rows *q, const xj_rows *b,
 		return rows_bad(c, q, st);
 	if (bad[1] != XJC_BAD_NONE)
 		return rows_bad(c, b, st);
-	for (int64_t i0 = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
+	c->mqueued = 1;
+	for (int64_t i0 = 0, t = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
 		int tq = (int)MIN64(XJ_CUDA_TQ, nq - i0);
 
-		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB) {
-			int tb = (int)MIN64(XJ_CUDA_TB, nb - j0);
-
-			if (matrix_tile(m, d, c->q + i0 * d, tq, c->qq + i0,
-					c->b + j0 * d, tb, c->bb + j0, c->g, tb,
-					c->stream, st))
+		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB, t++)
+			if (matrix_tile_queue(c, t, i0, tq, j0,
+					      (int)MIN64(XJ_CUDA_TB, nb - j0),
+					      nb, out, st))
 				return st->code;
-			CUDA_CHECK(st, cudaMemcpy2DAsync(out + i0 * nb + j0,
-					(size_t)nb * sizeof(float), c->g,
-					(size_t)tb * sizeof(float),
-					(size_t)tb * sizeof(float), (size_t)tq,
-					cudaMemcpyDeviceToHost, c->stream));
-		}
 	}
+	return XJ_OK;
+}
+
+/* Both streams idle: the queued block is in out. */
+static int matrix_wait_run(cuda_backend *c, xj_status *st)
+{
+	if (!c->mqueued)
+		return XJ_OK;
+	c->mqueued = 0;
+	CUDA_CHECK(st, cudaSetDevice(c->device));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
 	return XJ_OK;
 }
 
@@ -844,12 +886,57 @@ static int cuda_topk_end_merged(xj_backend *be, const struct xj_transport *t,
 	return rc ? entry_fail(cuda_of(be), rc, "topk_end_merged", st) : XJ_OK;
 }
 
-static int cuda_matrix_block(xj_backend *be, const xj_rows *q,
+/* A failed start leaves nothing running that could still write to out. */
+static int cuda_matrix_start(xj_backend *be, const xj_rows *q,
 			     const xj_rows *b, float *out, xj_status *st)
 {
-	int rc = matrix_run(cuda_of(be), q, b, out, st);
+	cuda_backend *c = cuda_of(be);
+	int rc;
 
-	return rc ? entry_fail(cuda_of(be), rc, "matrix_block", st) : XJ_OK;
+	if (c->mqueued)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cuda backend: matrix_start with a block queued");
+	rc = matrix_start_run(c, q, b, out, st);
+	if (!rc)
+		return XJ_OK;
+	(void)cudaStreamSynchronize(c->stream);
+	(void)cudaStreamSynchronize(c->cstream);
+	c->mqueued = 0;
+	return entry_fail(c, rc, "matrix_start", st);
+}
+
+static int cuda_matrix_wait(xj_backend *be, xj_status *st)
+{
+	int rc = matrix_wait_run(cuda_of(be), st);
+
+	return rc ? entry_fail(cuda_of(be), rc, "matrix_wait", st) : XJ_OK;
+}
+
+static float *cuda_block_alloc(xj_backend *be, int64_t n, xj_status *st)
+{
+	cuda_backend *c = cuda_of(be);
+	float *p = NULL;
+	cudaError_t e = cudaSetDevice(c->device);
+
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		xj_fail(st, XJ_EXIT_INTERNAL, "cudaSetDevice(%d): %s",
+			c->device, cudaGetErrorString(e));
+	} else if (pinned_alloc(&p, n > 0 ? n : 1, "a matrix block", st)) {
+		p = NULL;
+	}
+	if (!p)
+		entry_fail(c, st->code, "block_alloc", st);
+	return p;
+}
+
+static void cuda_block_free(xj_backend *be, float *p)
+{
+	if (!p)
+		return;
+	(void)cudaSetDevice(cuda_of(be)->device);
+	(void)cudaFreeHost(p);
+	(void)cudaGetLastError();
 }
 
 /* Frees everything, after the queued work (errors cannot be reported
@@ -863,12 +950,21 @@ static void cuda_release(xj_backend *be)
 	(void)cudaSetDevice(c->device);
 	if (c->stream)
 		(void)cudaStreamSynchronize(c->stream);
+	if (c->cstream)
+		(void)cudaStreamSynchronize(c->cstream);
 	query_free(c);
 	base_free(c);
 	work_free(c);
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < 2; s++) {
 		if (c->staged[s])
 			(void)cudaEventDestroy(c->staged[s]);
+		if (c->tiled[s])
+			(void)cudaEventDestroy(c->tiled[s]);
+		if (c->copied[s])
+			(void)cudaEventDestroy(c->copied[s]);
+	}
+	if (c->cstream)
+		(void)cudaStreamDestroy(c->cstream);
 	if (c->blas)
 		(void)cublasDestroy(c->blas);
 	if (c->stream)
@@ -902,9 +998,16 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	CUDA_CHECK(st, cudaStreamCreateWithFlags(&c->stream,
 						 cudaStreamNonBlocking));
-	for (int s = 0; s < 2; s++)
+	CUDA_CHECK(st, cudaStreamCreateWithFlags(&c->cstream,
+						 cudaStreamNonBlocking));
+	for (int s = 0; s < 2; s++) {
 		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->staged[s],
 							cudaEventDisableTiming));
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->tiled[s],
+							cudaEventDisableTiming));
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->copied[s],
+							cudaEventDisableTiming));
+	}
 	CUBLAS_CHECK(st, cublasCreate(&c->blas));
 	CUBLAS_CHECK(st, cublasSetStream(c->blas, c->stream));
 	/* float32 arithmetic for cublasSgemm (no TF32 or BF16x9 emulation):
@@ -957,7 +1060,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->be.topk_add = cuda_topk_add;
 	c->be.topk_end = cuda_topk_end;
 	c->be.topk_end_merged = cuda_topk_end_merged;
-	c->be.matrix_block = cuda_matrix_block;
+	c->be.matrix_start = cuda_matrix_start;
+	c->be.matrix_wait = cuda_matrix_wait;
+	c->be.block_alloc = cuda_block_alloc;
+	c->be.block_free = cuda_block_free;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
 	rc = cuda_setup(c, mem_fraction, st);
@@ -980,7 +1086,7 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
 	double per_b = 4 * d + cos_row + low_row + 16;
-	double fixed = tile * 4 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
+	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
 	if (k >= 1)

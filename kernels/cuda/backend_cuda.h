@@ -27,8 +27,12 @@
  *                grid row on the device, merges them there (merge.cuh)
  *                and copies only this rank's merged part: the result of
  *                topk_end + comm_topk_reduce_scatter, bit for bit.
- *   matrix_block synchronous; must not be called between topk_begin and
- *                topk_end (it reuses the chunk buffers).
+ *   matrix_start copies and checks the rows (q->x and b->x may be
+ *                reused when it returns), queues the block's tiles and
+ *                their copies into out, and returns; out should be
+ *                block_alloc's pinned memory (pageable memory works, with
+ *                synchronous copies). matrix_wait waits for them. Not
+ *                between topk_begin and topk_end (they share buffers).
  * One backend drives one device from one host thread at a time.
  *
  * cfg->precision (--precision) picks the arithmetic of the candidate

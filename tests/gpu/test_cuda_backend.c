@@ -822,13 +822,13 @@ static void test_errors(void)
 	CU_ASSERT_EQUAL(rc, XJ_EXIT_INPUT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 22: values too large"));
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(be->matrix_block(be, &q, &b, key, &st), XJ_EXIT_INPUT);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, key, &st), XJ_EXIT_INPUT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 22: values too large"));
 	/* matrix in the middle of a top-k session */
 	x[6 * d + 3] = 1;
 	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_OK);
-	CU_ASSERT_EQUAL(be->matrix_block(be, &q, &b, key, &st),
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, key, &st),
 			XJ_EXIT_INTERNAL);
 	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_OK);
@@ -887,8 +887,8 @@ static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 	memset(got, 0xff, sizeof(float) * (size_t)(n + 16));
 	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
 
-	CU_ASSERT_EQUAL(cpu->matrix_block(cpu, &qr, &br, want, &st), XJ_OK);
-	CU_ASSERT_EQUAL(gpu->matrix_block(gpu, &qr, &br, got, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(cpu, &qr, &br, want, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(gpu, &qr, &br, got, &st), XJ_OK);
 	for (int64_t e = 0; e < n + 16; e++)
 		if (memcmp(&got[e], &want[e], sizeof(float)) && bad++ < 4)
 			printf("\n  matrix %s %lldx%lld at %lld: got %.9g want %.9g",
@@ -930,6 +930,86 @@ static void test_matrix(void)
 	free(bo);
 }
 
+/*
+ * Blocks the way driver_matrix runs them: pinned buffers from block_alloc
+ * used in turn, each block queued, the previous one compared (the
+ * driver's write) while it runs, then waited for. Blocks of 1100 x 9000
+ * span 3 x 3 tiles, so both tile buffers and their events are reused
+ * within a block and across blocks. Each buffer is poisoned before its
+ * block starts.
+ */
+static void test_matrix_pipeline(void)
+{
+	const int64_t d = 48, nq = 1100, nb = 9000;
+	const int64_t b0s[] = { 0, 4000, 123, 8999 };
+	float *q = gauss_rows(nq, d, 0, 1), *b = gauss_rows(nb, d, 0.5, 1);
+	float *want = malloc(sizeof(float) * (size_t)(nq * nb));
+	float *blk[2] = { NULL, NULL };
+	int64_t rows[2] = { 0, 0 }, bad = 0;
+	xj_backend_cfg cfg;
+	xj_backend *cpu, *gpu;
+	xj_status st;
+
+	CU_ASSERT_FATAL(q && b && want);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = 10;
+	cfg.d = d;
+	cfg.max_query_rows = nq;
+	cfg.max_base_rows = nb;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(backend_cpu_create(&cfg, &cpu, &st) == XJ_OK);
+	CU_ASSERT_FATAL(create_cuda(&cfg, &gpu, &st) == XJ_OK);
+	for (int i = 0; i < 2; i++) {
+		blk[i] = gpu->block_alloc(gpu, nq * nb, &st);
+		CU_ASSERT_FATAL(blk[i] != NULL);
+	}
+	for (int i = 0; i <= 4; i++) {
+		int cur = i & 1, prev = 1 - cur;
+
+		if (i < 4) {
+			xj_rows qr = { q, nq, d, 0 };
+			xj_rows br = { b + b0s[i] * d, nb - b0s[i], d, b0s[i] };
+
+			memset(blk[cur], 0xff, sizeof(float) * (size_t)(nq * nb));
+			CU_ASSERT_EQUAL(gpu->matrix_start(gpu, &qr, &br,
+							  blk[cur], &st), XJ_OK);
+			/* one block at most is queued */
+			CU_ASSERT_EQUAL(gpu->matrix_start(gpu, &qr, &br,
+							  blk[prev], &st),
+					XJ_EXIT_INTERNAL);
+			xj_ok(&st);
+			rows[cur] = br.rows;
+		}
+		if (i > 0) {    /* the block before, as the driver writes it */
+			xj_rows qr = { q, nq, d, 0 };
+			xj_rows br = { b + b0s[i - 1] * d, rows[prev], d,
+				       b0s[i - 1] };
+			int64_t n = nq * rows[prev];
+
+			CU_ASSERT_EQUAL(backend_matrix_block(cpu, &qr, &br,
+							     want, &st), XJ_OK);
+			for (int64_t e = 0; e < n; e++)
+				if (memcmp(&blk[prev][e], &want[e], 4) &&
+				    bad++ < 4)
+					printf("\n  block %d at %lld: got %.9g want %.9g",
+					       i - 1, (long long)e,
+					       blk[prev][e], want[e]);
+		}
+		CU_ASSERT_EQUAL(gpu->matrix_wait(gpu, &st), XJ_OK);
+		/* a second wait has nothing to wait for */
+		CU_ASSERT_EQUAL(gpu->matrix_wait(gpu, &st), XJ_OK);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	for (int i = 0; i < 2; i++)
+		gpu->block_free(gpu, blk[i]);
+	cpu->release(cpu);
+	gpu->release(gpu);
+	free(q);
+	free(b);
+	free(want);
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 static const unit_test host_tests[] = {
@@ -951,6 +1031,7 @@ static const unit_test device_tests[] = {
 	{ "gemm flops", test_gemm_flops },
 	{ "errors", test_errors },
 	{ "matrix equals the CPU's", test_matrix },
+	{ "matrix blocks queued in turn", test_matrix_pipeline },
 };
 
 int main(int argc, char **argv)

@@ -590,7 +590,7 @@ static void test_errors(void)
 	CU_ASSERT_EQUAL(be->topk_add(be, &b, &st), XJ_EXIT_INPUT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 22: values too large"));
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(be->matrix_block(be, &q, &b, (float *)key, &st),
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, (float *)key, &st),
 			XJ_EXIT_INPUT);
 	be->release(be);
 
@@ -641,19 +641,24 @@ static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 	xj_backend *be;
 	xj_status st;
 	int64_t bad = 0, n = nq * nb;
-	float *out = malloc(sizeof(float) * (size_t)(n + 16));
+	float *out;
 
-	CU_ASSERT_FATAL(out != NULL);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.metric = m;
 	cfg.d = d;
 	cfg.threads = threads;
 	xj_ok(&st);
 	CU_ASSERT_FATAL(backend_cpu_create(&cfg, &be, &st) == XJ_OK);
+	out = be->block_alloc(be, n + 16, &st);
+	CU_ASSERT_FATAL(out != NULL);
+	/* a block too large to address is a resource error */
+	CU_ASSERT_PTR_NULL(be->block_alloc(be, INT64_MAX, &st));
+	CU_ASSERT_EQUAL(st.code, XJ_EXIT_RESOURCE);
+	xj_ok(&st);
 	memset(out, 0xff, sizeof(float) * (size_t)(n + 16));   /* NaN */
 	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
 
-	CU_ASSERT_EQUAL(be->matrix_block(be, &qr, &br, out, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st), XJ_OK);
 	for (int64_t i = 0; i < nq; i++) {
 		double qq = metric_norm2(q + i * d, d);
 
@@ -673,8 +678,8 @@ static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 	for (int e = 0; e < 16; e++)
 		if (!isnan(out[n + e]))
 			bad++;   /* wrote past the block */
+	be->block_free(be, out);
 	be->release(be);
-	free(out);
 	return bad;
 }
 
@@ -710,8 +715,8 @@ static void test_matrix(void)
 	xj_rows q0 = { q, 0, d, 0 }, b3 = { b, 3, d, 0 };
 
 	memset(out, 0xff, sizeof(out));
-	CU_ASSERT_EQUAL(be->matrix_block(be, &q0, &b3, out, &st), XJ_OK);
-	CU_ASSERT_EQUAL(be->matrix_block(be, &b3, &q0, out, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q0, &b3, out, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &b3, &q0, out, &st), XJ_OK);
 	CU_ASSERT(isnan(out[0]) && isnan(out[3]));
 	be->release(be);
 	free(q);
