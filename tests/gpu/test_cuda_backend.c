@@ -863,10 +863,28 @@ static void test_errors(void)
 
 /* ---- matrix ---------------------------------------------------------- */
 
+/* A CPU and a CUDA backend for blocks of up to nq x nb (the driver
+ * passes the job's k in matrix mode too). */
+static void matrix_pair(xj_metric m, int64_t d, int64_t nq, int64_t nb,
+			xj_backend **cpu, xj_backend **gpu)
+{
+	xj_backend_cfg cfg;
+	xj_status st;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = m;
+	cfg.k = 10;
+	cfg.d = d;
+	cfg.max_query_rows = nq;
+	cfg.max_base_rows = nb;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(backend_cpu_create(&cfg, cpu, &st) == XJ_OK);
+	CU_ASSERT_FATAL(create_cuda(&cfg, gpu, &st) == XJ_OK);
+}
+
 static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 			    const float *b, int64_t nb, int64_t d)
 {
-	xj_backend_cfg cfg;
 	xj_backend *cpu, *gpu;
 	xj_status st;
 	int64_t bad = 0, n = nq * nb;
@@ -874,15 +892,8 @@ static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 	float *got = malloc(sizeof(float) * (size_t)(n + 16));
 
 	CU_ASSERT_FATAL(want && got);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.metric = m;
-	cfg.k = 10;     /* the driver passes the job's k in matrix mode too */
-	cfg.d = d;
-	cfg.max_query_rows = nq;
-	cfg.max_base_rows = nb;
+	matrix_pair(m, d, nq, nb, &cpu, &gpu);
 	xj_ok(&st);
-	CU_ASSERT_FATAL(backend_cpu_create(&cfg, &cpu, &st) == XJ_OK);
-	CU_ASSERT_FATAL(create_cuda(&cfg, &gpu, &st) == XJ_OK);
 	memset(want, 0xff, sizeof(float) * (size_t)(n + 16));
 	memset(got, 0xff, sizeof(float) * (size_t)(n + 16));
 	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
@@ -946,20 +957,12 @@ static void test_matrix_pipeline(void)
 	float *want = malloc(sizeof(float) * (size_t)(nq * nb));
 	float *blk[2] = { NULL, NULL };
 	int64_t rows[2] = { 0, 0 }, bad = 0;
-	xj_backend_cfg cfg;
 	xj_backend *cpu, *gpu;
 	xj_status st;
 
 	CU_ASSERT_FATAL(q && b && want);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.metric = XJ_METRIC_L2;
-	cfg.k = 10;
-	cfg.d = d;
-	cfg.max_query_rows = nq;
-	cfg.max_base_rows = nb;
+	matrix_pair(XJ_METRIC_L2, d, nq, nb, &cpu, &gpu);
 	xj_ok(&st);
-	CU_ASSERT_FATAL(backend_cpu_create(&cfg, &cpu, &st) == XJ_OK);
-	CU_ASSERT_FATAL(create_cuda(&cfg, &gpu, &st) == XJ_OK);
 	for (int i = 0; i < 2; i++) {
 		blk[i] = gpu->block_alloc(gpu, nq * nb, &st);
 		CU_ASSERT_FATAL(blk[i] != NULL);
