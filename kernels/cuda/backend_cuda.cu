@@ -465,6 +465,9 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	if (k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",
 			       (long long)k);
+	if (c->mqueued)     /* its copies still read the tile buffers */
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "topk_begin with a matrix block queued");
 	if (check_rows_arg(c, q, "query", st))
 		return st->code;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
@@ -830,15 +833,24 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 	return XJ_OK;
 }
 
-/* Both streams idle: the queued block is in out. */
+/* Both streams idle: the queued block is in out. Both are waited for
+ * even when the first wait fails, so nothing writes to out afterwards. */
 static int matrix_wait_run(cuda_backend *c, xj_status *st)
 {
+	cudaError_t tiles, copies;
+
 	if (!c->mqueued)
 		return XJ_OK;
 	c->mqueued = 0;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
-	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
-	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
+	tiles = cudaStreamSynchronize(c->stream);
+	copies = cudaStreamSynchronize(c->cstream);
+	if (tiles != cudaSuccess)
+		return cuda_fail(st, tiles, "cudaStreamSynchronize(tiles)",
+				 __FILE__, __LINE__);
+	if (copies != cudaSuccess)
+		return cuda_fail(st, copies, "cudaStreamSynchronize(copies)",
+				 __FILE__, __LINE__);
 	return XJ_OK;
 }
 

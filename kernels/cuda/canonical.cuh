@@ -277,14 +277,15 @@ XJC_HD double xjc_gate_approx(int m, float key)
  * cosine) when v <= T, with
  *   T = up(gate - c + err),  c = |q|^2 (l2 family), 1 (cosine), 0 (ip)
  * and err the error bound of the GEMM's precision p for the largest base
- * norm bmax of the sub-tile. An infinite gate (no list yet, no threshold)
- * keeps all. For p = fp32 this is exactly the CPU's threshold.
+ * norm bmax of the sub-tile. A gate of +inf (no list yet, no threshold)
+ * keeps all, one of -inf (a threshold whose key is -inf) none. For
+ * p = fp32 this is exactly the CPU's threshold.
  */
 XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
 				float qnorm, float bmax, int p)
 {
 	if (xjc_is_inf(gate))
-		return INFINITY;
+		return gate > 0 ? INFINITY : -INFINITY;
 	switch (m) {
 	case XJ_METRIC_L2:
 	case XJ_METRIC_SQEUCLIDEAN:

@@ -161,7 +161,7 @@ static float float_up(double x)
 static float cpu_threshold(xj_metric m, int64_t d, double gate, double qq,
 			   float qnorm, float bmax)
 {
-	if (isinf(gate))
+	if (gate == INFINITY)
 		return INFINITY;
 	switch (m) {
 	case XJ_METRIC_L2:
