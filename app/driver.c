@@ -262,6 +262,8 @@ int driver_checkpoint(xj_run *run, int now, xj_status *st)
 		p->saved = 1;
 	MPI_CHECK(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, c->world));
 	MPI_CHECK(MPI_Bcast(&p->saved, 1, MPI_INT, 0, c->world));
+	if (!st->code)      /* every rank holds the same spans */
+		p->saved_rows = spans_rows(&p->rec.done);
 	p->last_save_s = report_now();
 	report_add(run->rep, PH_WRITE, &t0);
 	return st->code;

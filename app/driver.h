@@ -39,6 +39,7 @@ typedef struct xj_progress {
 	int resuming;           /* rec.done started from old.done */
 	int fingerprinted;      /* rec's fingerprints are known */
 	int saved;              /* a record of this output is on disk */
+	int64_t saved_rows;     /* the query rows that record names */
 	double last_save_s;
 	char path[XJ_PATH_MAX + 16];
 } xj_progress;

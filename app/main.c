@@ -206,6 +206,7 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 	p->rec.runs = old->runs + 1;
 	p->resuming = 1;
 	p->saved = 1;
+	p->saved_rows = spans_rows(&old->done);
 	fprintf(stderr, "xjoin: --resume: %" PRId64 " of %" PRId64 " query "
 		"rows were done by %" PRId64 " earlier run(s); continuing\n",
 		spans_rows(&old->done), job->n, old->runs);
@@ -268,8 +269,8 @@ static int progress_keep(xj_run *run, xj_status *st)
 		snprintf(st->msg + len, sizeof(st->msg) - len, "; %" PRId64
 			 " of %" PRId64 " query rows are done, kept in "
 			 "%.400s.partial and %.400s: run the same command with "
-			 "--resume to continue", spans_rows(&p->rec.done),
-			 run->job->n, run->job->output, p->path);
+			 "--resume to continue", p->saved_rows, run->job->n,
+			 run->job->output, p->path);
 	return 1;
 }
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -483,6 +484,25 @@ static int h5out_select(const h5out *h, int slot, int64_t row0,
 	return st->code;
 }
 
+/* After a failed write: MPI-IO says only "Write failed", so name the
+ * usual cause when it holds, a file system with little room left (less
+ * than the write plus the 4 MiB a new chunk may take). */
+static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st)
+{
+	struct statvfs fs;
+	double avail;
+	size_t len = strlen(st->msg);
+
+	if (statvfs(h->partial, &fs) != 0)
+		return;
+	avail = (double)fs.f_bavail * (double)fs.f_frsize;
+	if (avail >= (double)bytes + H5OUT_CHUNK_BYTES || len >= XJ_MSG_MAX - 1)
+		return;
+	snprintf(st->msg + len, XJ_MSG_MAX - len, " (the file system holding "
+		 "it has %.1f MiB free: it is probably full)",
+		 avail / (1 << 20));
+}
+
 int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 		int64_t col0, int64_t cols, const void *buf, xj_status *st)
 {
@@ -505,11 +525,12 @@ int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 					     H5T_NATIVE_FLOAT;
 	if (rows == 0 || cols == 0 || !buf)
 		buf = &dummy;
-	H5_TRY(H5Dwrite(h->dset[slot], mtype, mspace, fspace, dxpl, buf), st,
-	       XJ_EXIT_RESOURCE, "%s:%s: writing rows [%lld, %lld) cols "
-	       "[%lld, %lld)", h->partial, h->name[slot], (long long)row0,
-	       (long long)(row0 + rows),
-	       (long long)col0, (long long)(col0 + cols));
+	if (H5_TRY(H5Dwrite(h->dset[slot], mtype, mspace, fspace, dxpl, buf),
+		   st, XJ_EXIT_RESOURCE, "%s:%s: writing rows [%lld, %lld) "
+		   "cols [%lld, %lld)", h->partial, h->name[slot],
+		   (long long)row0, (long long)(row0 + rows),
+		   (long long)col0, (long long)(col0 + cols)))
+		h5out_room_hint(h, rows * cols * 8, st);
 	h5out_agree(h, st);
 out:
 	if (dxpl >= 0)
@@ -524,8 +545,9 @@ out:
 int h5out_flush(h5out *h, xj_status *st)
 {
 	xj_ok(st);
-	H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
-	       "%s: flushing", h->partial);
+	if (H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
+		   "%s: flushing", h->partial))
+		h5out_room_hint(h, 0, st);
 	return h5out_agree(h, st);
 }
 

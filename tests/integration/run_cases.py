@@ -31,6 +31,9 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
                   counts and chunks, changed inputs, matrix, --force
   devices         `xjoin devices` lists every rank; --device gpu without
                   a GPU exits 4; --device auto and cpu agree bit for bit
+  diskfull        the output's file system fills up mid-run (a tmpfs,
+                  root only; skipped, exit 77, elsewhere): exit 4, the
+                  work the record names kept and right; --resume finishes
 """
 
 import argparse
@@ -64,6 +67,10 @@ ERROR_JOBS = 4
 
 class Failure(Exception):
     pass
+
+
+class Skip(Exception):
+    """The case cannot run here (the reason): exit 77, ctest's skip."""
 
 
 class Ctx:
@@ -1378,6 +1385,100 @@ def _same_arrays(a, b):
                    for n in ("train", "test"))
 
 
+DISKFULL_BYTES = 32 << 20
+
+
+def _fill(folder, leave):
+    """Fill folder's file system up to `leave` bytes free."""
+    st = os.statvfs(folder)
+    want = max(0, st.f_bavail * st.f_frsize - leave)
+    chunk = b"\0" * (1 << 16)
+    with open(os.path.join(folder, "filler"), "wb") as fh:
+        try:
+            while want > 0:
+                want -= fh.write(chunk[:min(len(chunk), want)])
+                fh.flush()
+        except OSError:
+            pass    # full: what leave=0 asks for
+
+
+def _diskfull_round(ctx, job, ref, mnt, leave):
+    """One run whose file system fills once progress is recorded."""
+    out = os.path.join(mnt, "out.h5")
+    prog, part = out + ".progress", out + ".partial"
+    what = "full disk (%d KiB left)" % (leave // 1024)
+    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 50,
+                                             "--checkpoint-seconds", 0,
+                                             "-o", out], prog)
+    if not p:
+        return
+    _fill(mnt, leave)
+    rc, sout, serr, _ = _finish(ctx, p, "filling the disk")
+    if rc == 0:
+        raise Failure("%s: the run ended before the disk filled; give it "
+                      "more work" % what)
+    errs = [ln for ln in serr.splitlines() if ln.startswith("xjoin: ")
+            and "error" in ln]
+    done = _progress_rows(prog)
+    ctx.check(rc == 4 and len(errs) == 1 and "resource error" in errs[0],
+              "%s: exit %s, messages %s; expected 4 and one resource "
+              "error" % (what, rc, errs))
+    ctx.check(not os.path.exists(out) and os.path.exists(part) and
+              done > 0, "%s: expected no output, the partial file and a "
+              "record with rows done (%d)" % (what, done))
+    ctx.check(errs and ("probably full" in errs[0] or
+                        "No space left" in errs[0]),
+              "%s: the message does not say the disk is full: %s"
+              % (what, errs))
+    ctx.check(errs and (" %d of " % done) in errs[0],
+              "%s: the message does not name the %d recorded rows: %s"
+              % (what, done, errs))
+    with h5py.File(part, "r") as a, h5py.File(ref, "r") as b:
+        same = (a["distances"][:done].tobytes() ==
+                b["distances"][:done].tobytes())
+    ctx.check(same, "%s: the %d rows the record names differ from the "
+              "reference" % (what, done))
+    os.unlink(os.path.join(mnt, "filler"))
+    if ctx.run_ok(2, job + ["--resume", "-o", out], what + ", --resume"):
+        ctx.check(_same_results(ref, out) and not os.path.exists(prog),
+                  "%s: the resumed output differs" % what)
+        os.unlink(out)
+
+
+def case_diskfull(ctx, ranks):
+    """The output's file system fills up in the middle of a run that has
+    recorded progress: once to the last byte, once leaving 64 KiB (a
+    progress record fits, a block of results does not). Each run must end
+    with exit 4 and one message, keep the partial file and a record whose
+    rows are on disk and right, and --resume must finish bit-identically
+    once there is room."""
+    mnt = ctx.path("full")
+    os.makedirs(mnt)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                        "size=%d" % DISKFULL_BYTES, "tmpfs", mnt],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if r.returncode != 0:
+        raise Skip("cannot mount a tmpfs (%s)" % (r.stderr.strip() or
+                                                  "needs root"))
+    try:
+        f = ctx.path("in.h5")
+        ref = ctx.path("ref.h5")
+        job = ["matrix", "-q", f + ":/test", "-b", f + ":/train", "-m", "l2"]
+        # 1000 x 3000 at d = 2000: 12 MB of results in 20 query rounds of
+        # 50 rows, about 1.5 GFLOP (double) each
+        if not (ctx.run_ok(1, ["gen", "--rows", 3000, "--dim", 2000,
+                               "--queries", 1000, "--seed", 11, "-o", f],
+                           "gen input") and
+                ctx.run_ok(2, job + ["-o", ref], "uninterrupted run")):
+            return
+        for leave in (0, 64 << 10):
+            _diskfull_round(ctx, job, ref, mnt, leave)
+    finally:
+        if subprocess.run(["umount", mnt]).returncode != 0:
+            subprocess.run(["umount", "-l", mnt])
+
+
 CASES = {
     "topk_random": case_topk_random,
     "invariance": case_invariance,
@@ -1393,6 +1494,7 @@ CASES = {
     "interrupt": case_interrupt,
     "resume": case_resume,
     "devices": case_devices,
+    "diskfull": case_diskfull,
 }
 
 
@@ -1429,6 +1531,10 @@ def main():
             case_realdata(ctx, ranks, args)
         else:
             CASES[args.case](ctx, ranks)
+    except Skip as e:
+        print("skipped: %s" % e)
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+        return 77
     except Failure as e:
         ctx.check(False, str(e))
     except Exception:
