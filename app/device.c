@@ -308,6 +308,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
+	pin->out_blocks = 1;    /* matrix_start computes the block */
 	if (pin->cmd == XJ_CMD_TOPK) {
 		pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 		pin->work_per_qrow_bytes =
@@ -341,6 +342,7 @@ static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 
 	pin->work_fixed_bytes = 0;
 	pin->work_per_qrow_bytes = 0;
+	pin->out_blocks = 2;    /* matrix_async */
 	if (plan_make(pin, &first, st))
 		return st->code;
 	b = first.bchunk_rows;

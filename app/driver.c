@@ -484,12 +484,25 @@ static int matrix_put(xj_run *run, int slot, const mblock *k, xj_status *st)
 	return XJ_OK;
 }
 
+/* Wait for the queued block, if any. */
+static void matrix_wait_queued(xj_run *run, int *queued, xj_status *st)
+{
+	double t0 = report_now();
+
+	if (!*queued)
+		return;
+	*queued = 0;
+	run->be->matrix_wait(run->be, st);
+	report_add(run->rep, PH_COMPUTE, &t0);
+	report_progress(run->rep, run->comm);
+}
+
 /*
- * Blocks go through two buffers in turn: block i is queued on the
- * backend, block i - 1 is written while it runs, then block i is waited
- * for. On the CPU, matrix_start computes, so nothing overlaps; on a GPU
- * the device computes block i and copies it into pinned memory while
- * HDF5 writes block i - 1.
+ * A backend whose matrix_start returns before the block is done (a GPU)
+ * gets two block buffers in turn: block i is queued, block i - 1 is
+ * written while the device computes block i and copies it into pinned
+ * memory, then block i is waited for. Where matrix_start computes the
+ * block (the CPU) one buffer does, and each block is written at once.
  */
 int driver_matrix(xj_run *run, xj_status *st)
 {
@@ -497,17 +510,18 @@ int driver_matrix(xj_run *run, xj_status *st)
 	xj_backend *be = run->be;
 	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
 	int64_t bc = run->pl.bchunk_rows, nblocks = 0;
+	int nbuf = be->matrix_async ? 2 : 1;
 	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
 	h5in *qin = NULL, *bin = NULL;
-	mblock prev = { 0 };
-	int slot, queued = 0;
+	mblock done = { 0 };    /* computed, not yet written when pending */
+	int slot, queued = 0, pending = 0;
 
 	/* inputs in memory need no read buffers */
 	q = alloc_or_fail((size_t)(run->resq ? 0 : qc * d), sizeof(float),
 			  "queries", st);
 	b = alloc_or_fail((size_t)(run->resq ? 0 : bc * d), sizeof(float),
 			  "base rows", st);
-	for (int i = 0; i < 2 && !st->code; i++)
+	for (int i = 0; i < nbuf && !st->code; i++)
 		blk[i] = be->block_alloc(be, qc * bc, st);
 	if (!st->code)
 		open_inputs(run, &qin, &bin, st);
@@ -530,7 +544,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 		for (int64_t br = 0; br < run->pl.brounds; br++) {
 			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
 				       br == run->pl.brounds - 1,
-				       blk[nblocks++ & 1] };
+				       blk[nblocks++ % nbuf] };
 			xj_rows bx = { NULL, 0, d, cur.b0 };
 
 			if (qrows && br < v->nbchunks)
@@ -545,23 +559,26 @@ int driver_matrix(xj_run *run, xj_status *st)
 					queued = 1;
 				report_add(run->rep, PH_COMPUTE, &t0);
 			}
+			if (nbuf == 1) {        /* computed: write it now */
+				matrix_wait_queued(run, &queued, st);
+				done = cur;
+				pending = 1;
+			}
 			/* errors and signals are agreed on at each block */
 			if (comm_agree(run->comm, st))
 				goto out;
-			if (nblocks > 1 && matrix_put(run, slot, &prev, st))
+			if (pending && matrix_put(run, slot, &done, st))
 				goto out;
-			t0 = report_now();
-			if (queued) {
-				queued = 0;
-				be->matrix_wait(be, st);
-				report_add(run->rep, PH_COMPUTE, &t0);
-				report_progress(run->rep, run->comm);
+			pending = 0;
+			if (nbuf == 2) {        /* written above while it ran */
+				matrix_wait_queued(run, &queued, st);
+				done = cur;
+				pending = 1;
 			}
-			prev = cur;
 		}
 	}
-	if (!comm_agree(run->comm, st) && nblocks > 0)
-		matrix_put(run, slot, &prev, st);
+	if (!comm_agree(run->comm, st) && pending)
+		matrix_put(run, slot, &done, st);
 out:
 	if (queued) {   /* its buffer is about to be freed */
 		xj_status ignored;
@@ -575,7 +592,7 @@ out:
 		h5in_close(bin);
 	free(q);
 	free(b);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < nbuf; i++)
 		if (blk[i])
 			be->block_free(be, blk[i]);
 	return st->code;

@@ -55,8 +55,8 @@ static int64_t row_bytes(const plan_in *in)
 
 static int64_t qrow_bytes(const plan_in *in, int64_t brows)
 {
-	if (in->cmd == XJ_CMD_MATRIX)   /* two output blocks */
-		return row_bytes(in) + brows * 8;
+	if (in->cmd == XJ_CMD_MATRIX)
+		return row_bytes(in) + brows * 4 * (in->out_blocks > 1 ? 2 : 1);
 	return row_bytes(in) + in->work_per_qrow_bytes + 4 * in->k * 12;
 }
 

@@ -15,14 +15,15 @@
  * (bchunk_rows) stream past it. Per rank, the planner's memory formula is
  *
  *   topk:   Q * (d*4*cq + work_per_qrow + 4*k*12) + B * d*4*cb + work_fixed
- *   matrix: Q * (d*4*cq + B*8)                    + B * d*4*cb + work_fixed
+ *   matrix: Q * (d*4*cq + B*4*nout)               + B * d*4*cb + work_fixed
  *
  * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
  * normalised copy) and 1 otherwise, 4*k*12 the local, sent, received and
  * merged k-lists (float key + int64 index per entry), work_* from the
  * backend, which must fit in the budget less a reserve of 1/8 (at most
- * 256 MiB) for library caches and allocator slack. B*8 are the matrix's
- * two output blocks: one is written while the next is computed. Q is made
+ * 256 MiB) for library caches and allocator slack. B*4*nout are the
+ * matrix's output blocks, nout = out_blocks: with 2, one is written while
+ * the next is computed. Q is made
  * as large as the budget allows (each query chunk re-reads the base
  * shard), up to 16384 rows for the matrix, whose base reads are then at
  * most d/16384 of its output bytes and whose blocks stay within 256 MiB.
@@ -47,6 +48,9 @@ typedef struct plan_in {
 	int64_t chunk_rows;        /* > 0: force both chunk sizes (capped) */
 	int64_t work_fixed_bytes;  /* backend bytes independent of chunks */
 	int64_t work_per_qrow_bytes; /* backend bytes per query row */
+	int out_blocks;            /* matrix output blocks held at once: 2
+				    * where one is computed while the other
+				    * is written (GPU), else 1 (0 means 1) */
 } plan_in;
 
 typedef struct plan {

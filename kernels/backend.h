@@ -25,7 +25,9 @@
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
  *
- * backend_matrix_block() does both at once.
+ * backend_matrix_block() does both at once. Where matrix_start computes
+ * the block itself (the CPU backend, matrix_async = 0) one buffer does:
+ * the caller writes each block before it starts the next.
  *
  * All row data are float32, row-major, exactly as read from the input (the
  * backend makes its own normalised copies for cosine). Results are canonical
@@ -87,6 +89,8 @@ struct xj_backend {
 	float *(*block_alloc)(xj_backend *be, int64_t n, xj_status *st);
 	void (*block_free)(xj_backend *be, float *p);
 	void (*release)(xj_backend *be);   /* frees be itself too */
+	int matrix_async;      /* matrix_start returns before the block is
+				* done (CUDA): worth a second block buffer */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
 };
 

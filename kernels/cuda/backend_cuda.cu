@@ -1076,6 +1076,7 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->be.matrix_wait = cuda_matrix_wait;
 	c->be.block_alloc = cuda_block_alloc;
 	c->be.block_free = cuda_block_free;
+	c->be.matrix_async = 1;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
 	rc = cuda_setup(c, mem_fraction, st);

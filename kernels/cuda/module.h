@@ -28,7 +28,8 @@ extern "C" {
 
 #include "../backend.h"
 
-#define XJC_MODULE_ABI 2   /* 2: xj_backend has matrix_start, matrix_wait, block_* */
+#define XJC_MODULE_ABI 3   /* 3: xj_backend has matrix_start, matrix_wait,
+				    * block_alloc, block_free, matrix_async */
 #define XJC_MODULE_SYMBOL "xjc_module_get"
 
 /* The functions of backend_cuda.h and nccl_transport.h app/device.c
