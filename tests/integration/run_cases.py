@@ -521,6 +521,16 @@ def case_matrix(ctx, ranks):
             ref = ctx.ref_matrix("mat.h5", "mat.h5", metric)
             argv = ["matrix", "-q", f, "-b", f, "-m", metric]
             limits = [["--mem-limit", x] for x in MATRIX_MEM_LIMITS]
+            # the GPU's block order (each block written while the next
+            # is computed), taken on the CPU
+            os.environ["XJ_MATRIX_OVERLAP"] = "1"
+            try:
+                ctx.result(nranks, argv + ["--chunk-rows", 3],
+                           ctx.path("out.h5"), ref, "np%d matrix %s "
+                           "--chunk-rows 3, XJ_MATRIX_OVERLAP=1"
+                           % (nranks, metric))
+            finally:
+                del os.environ["XJ_MATRIX_OVERLAP"]
             for extra in [[], ["--chunk-rows", 3]] + limits:
                 if "--mem-limit" in extra and metric == "l2":
                     chunks = _plan_chunks(ctx, nranks, argv + extra)
@@ -1196,6 +1206,28 @@ def _resume_matrix(ctx):
     ctx.check(rc == 5, "matrix SIGTERM: exit %s, expected 5" % rc)
     if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
         ctx.check(_same_results(ref, out), "resumed matrix differs")
+    # again in the GPU's block order, where the last block of a query
+    # round is written during the next round's first block
+    os.unlink(out)
+    os.environ["XJ_MATRIX_OVERLAP"] = "1"
+    try:
+        p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
+                                                 "--checkpoint-seconds", 0,
+                                                 "-o", out],
+                                  out + ".progress")
+        if not p:
+            return
+        for pid in kids:
+            os.kill(pid, signal.SIGTERM)
+        rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
+        ctx.check(rc == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit %s, "
+                  "expected 5" % rc)
+        if ctx.run_ok(2, job + ["--resume", "--chunk-rows", 5, "-o", out],
+                      "matrix --resume, XJ_MATRIX_OVERLAP=1"):
+            ctx.check(_same_results(ref, out), "resumed matrix differs "
+                      "(XJ_MATRIX_OVERLAP=1)")
+    finally:
+        del os.environ["XJ_MATRIX_OVERLAP"]
 
 
 def _gpu_here():
