@@ -42,6 +42,9 @@ import zlib
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tmpfs  # noqa: E402
+
 NRANKS = 2
 CASE_TIMEOUT_S = 20
 SEED = 20240611
@@ -469,24 +472,16 @@ def make_fifo(ctx, folder):
 def mount_tmpfs(ctx, folder):
     """A 256 KiB file system for the output; when mounting is not
     allowed, the same job runs under ulimit -f instead (see wrap)."""
-    mnt = os.path.join(folder, "small")
-    os.makedirs(mnt)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o",
-                        "size=%d" % TMPFS_BYTES, "tmpfs", mnt],
-                       capture_output=True, text=True)
-    if r.returncode == 0:
+    why = tmpfs.mount(os.path.join(folder, "small"), TMPFS_BYTES)
+    if not why:
         return "tmpfs of %d KiB" % (TMPFS_BYTES // 1024)
     with open(os.path.join(folder, "no-tmpfs"), "w") as fh:
-        fh.write(r.stderr)
-    return "no tmpfs (%s): ulimit -f %d instead" % (
-        r.stderr.strip() or "mount failed", ULIMIT_BLOCKS)
+        fh.write(why)
+    return "no tmpfs (%s): ulimit -f %d instead" % (why, ULIMIT_BLOCKS)
 
 
 def umount_tmpfs(ctx, folder):
-    mnt = os.path.join(folder, "small")
-    if os.path.ismount(mnt):
-        if subprocess.run(["umount", mnt]).returncode != 0:
-            subprocess.run(["umount", "-l", mnt])
+    tmpfs.umount(os.path.join(folder, "small"))
 
 
 # Under ulimit -f, Open MPI's start-up would pass the limit itself with

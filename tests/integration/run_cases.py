@@ -56,6 +56,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 import reference  # noqa: E402
+import tmpfs  # noqa: E402
 
 METRICS = reference.METRICS
 SEED = 20240607
@@ -1485,14 +1486,9 @@ def case_diskfull(ctx, ranks):
     rows are on disk and right, and --resume must finish bit-identically
     once there is room."""
     mnt = ctx.path("full")
-    os.makedirs(mnt)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o",
-                        "size=%d" % DISKFULL_BYTES, "tmpfs", mnt],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
-    if r.returncode != 0:
-        raise Skip("cannot mount a tmpfs (%s)" % (r.stderr.strip() or
-                                                  "needs root"))
+    why = tmpfs.mount(mnt, DISKFULL_BYTES)
+    if why:
+        raise Skip("cannot mount a tmpfs (%s)" % why)
     try:
         f = ctx.path("in.h5")
         ref = ctx.path("ref.h5")
@@ -1507,8 +1503,7 @@ def case_diskfull(ctx, ranks):
         for leave in (0, 64 << 10):
             _diskfull_round(ctx, job, ref, mnt, leave)
     finally:
-        if subprocess.run(["umount", mnt]).returncode != 0:
-            subprocess.run(["umount", "-l", mnt])
+        tmpfs.umount(mnt)
 
 
 CASES = {
