@@ -35,12 +35,17 @@
  * merged there (merge.cuh); see backend_cuda.h.
  *
  * Streaming: topk_add copies the caller's rows into one of two pinned
- * buffers (after the copy that last used that buffer has finished), queues
- * the host-to-device copy and all tiles, and returns. So the caller reads
- * chunk c + 1 from disk while the GPU works on chunk c, and the pinned
- * copy of chunk c + 1 waits only for the upload of chunk c - 1. One stream
- * orders everything else: the upload of a chunk follows the tiles of the
- * one before, which read the same device buffer.
+ * buffers (after the upload that last used that buffer has finished),
+ * queues its upload on the copy stream into one of two device buffers,
+ * queues the chunk's tiles on the compute stream behind that upload, and
+ * returns. So the caller reads chunk c + 1 from disk while the GPU works
+ * on chunk c, and chunk c + 1 travels over PCIe while chunk c's tiles
+ * run. Events order the two streams: staged[s] (the upload out of
+ * stage[s] into braw[s] is done: the tiles may read it, the host may
+ * refill stage[s]) and consumed[s] (the tiles that read braw[s] are done:
+ * the next upload may overwrite it). Everything derived from a chunk
+ * (norms, cosine and 16-bit copies) is made on the compute stream, after
+ * the previous chunk's tiles.
  *
  * Matrix: matrix.cuh computes TQ x TB tiles of canonical values into two
  * tile buffers in turn, on the compute stream; a copy stream moves each
@@ -121,7 +126,9 @@ typedef struct cuda_backend {
 
 	/* base rows */
 	int64_t balloc;
-	float *b, *bhat;
+	float *braw[2];         /* uploaded chunks, in turn */
+	float *b;               /* the current chunk: braw[0] or braw[1] */
+	float *bhat;
 	double *bb;
 	float *bn2;             /* float squared norms (l2 family) */
 	float *bnorm;
@@ -129,13 +136,14 @@ typedef struct cuda_backend {
 	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
 	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
 	float *stage[2];        /* pinned host, balloc x d */
-	cudaEvent_t staged[2];  /* upload out of stage[s] done */
+	cudaEvent_t staged[2];  /* upload out of stage[s] into braw[s] done */
+	cudaEvent_t consumed[2]; /* tiles reading braw[s] done */
 	int next_stage;
 
 	/* tile work */
 	float *g;               /* TQ x TB: GEMM tile, matrix tile */
 	float *g2;              /* TQ x TB: the matrix's second tile */
-	cudaStream_t cstream;   /* matrix tile copies to the host */
+	cudaStream_t cstream;   /* copies: base uploads, matrix tiles out */
 	cudaEvent_t tiled[2];   /* matrix tile in g / g2 computed */
 	cudaEvent_t copied[2];  /* ... and copied out: buffer free */
 	int mqueued;            /* a matrix block is queued */
@@ -272,7 +280,9 @@ static int query_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 
 static void base_free(cuda_backend *c)
 {
-	dev_free(&c->b);
+	dev_free(&c->braw[0]);
+	dev_free(&c->braw[1]);
+	c->b = NULL;
 	dev_free(&c->bhat);
 	dev_free(&c->bb);
 	dev_free(&c->bn2);
@@ -295,8 +305,10 @@ static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	if (rows <= c->balloc)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
 	base_free(c);
-	if (dev_alloc(&c->b, mul_sat(rows, d), "base rows", st) ||
+	if (dev_alloc(&c->braw[0], mul_sat(rows, d), "base rows", st) ||
+	    dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st) ||
 	    (cosine && dev_alloc(&c->bhat, mul_sat(rows, d),
 				 "normalised base rows", st)) ||
 	    dev_alloc(&c->bb, rows, "base norms", st) ||
@@ -310,6 +322,7 @@ static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 		base_free(c);
 		return st->code;
 	}
+	c->b = c->braw[0];
 	c->balloc = rows;
 	return XJ_OK;
 }
@@ -401,18 +414,33 @@ static int flags_reset(cuda_backend *c, xj_status *st)
 	return XJ_OK;
 }
 
-/* Copy the base chunk to the device through a pinned buffer. */
-static int base_upload(cuda_backend *c, const xj_rows *b, xj_status *st)
+/* Copy the base chunk to the device through a pinned buffer, on the copy
+ * stream; the compute stream waits for it. Returns its slot in *slot,
+ * for base_consumed. (Events never recorded are complete.) */
+static int base_upload(cuda_backend *c, const xj_rows *b, int *slot,
+		       xj_status *st)
 {
 	int s = c->next_stage;
 	size_t bytes = (size_t)(b->rows * c->cfg.d) * sizeof(float);
 
 	CUDA_CHECK(st, cudaEventSynchronize(c->staged[s]));
 	memcpy(c->stage[s], b->x, bytes);
-	CUDA_CHECK(st, cudaMemcpyAsync(c->b, c->stage[s], bytes,
-				       cudaMemcpyHostToDevice, c->stream));
-	CUDA_CHECK(st, cudaEventRecord(c->staged[s], c->stream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->cstream, c->consumed[s], 0));
+	CUDA_CHECK(st, cudaMemcpyAsync(c->braw[s], c->stage[s], bytes,
+				       cudaMemcpyHostToDevice, c->cstream));
+	CUDA_CHECK(st, cudaEventRecord(c->staged[s], c->cstream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->stream, c->staged[s], 0));
+	c->b = c->braw[s];
 	c->next_stage = 1 - s;
+	*slot = s;
+	return XJ_OK;
+}
+
+/* The work queued so far on the compute stream is the last to read
+ * braw[slot]. */
+static int base_consumed(cuda_backend *c, int slot, xj_status *st)
+{
+	CUDA_CHECK(st, cudaEventRecord(c->consumed[slot], c->stream));
 	return XJ_OK;
 }
 
@@ -596,6 +624,7 @@ static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	int64_t nq = c->qrows, nb = b->rows;
+	int slot = 0;
 
 	if (!c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
@@ -605,7 +634,7 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	c->b_fp32 = lowp_needs_fp32(c, b->x, nb);
-	if (base_reserve(c, nb, st) || base_upload(c, b, st) ||
+	if (base_reserve(c, nb, st) || base_upload(c, b, &slot, st) ||
 	    base_prepare(c, b, st))
 		return st->code;
 	for (int64_t i0 = 0; i0 < nq; i0 += XJ_CUDA_TQ)
@@ -613,6 +642,8 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 			if (topk_tile(c, b, i0, (int)MIN64(XJ_CUDA_TQ, nq - i0),
 				      j0, (int)MIN64(XJ_CUDA_TB, nb - j0), st))
 				return st->code;
+	if (base_consumed(c, slot, st))
+		return st->code;
 	c->be.gemm_flops += 2.0 * (double)nq * (double)nb * (double)c->cfg.d;
 	return XJ_OK;
 }
@@ -970,6 +1001,8 @@ static void cuda_release(xj_backend *be)
 	for (int s = 0; s < 2; s++) {
 		if (c->staged[s])
 			(void)cudaEventDestroy(c->staged[s]);
+		if (c->consumed[s])
+			(void)cudaEventDestroy(c->consumed[s]);
 		if (c->tiled[s])
 			(void)cudaEventDestroy(c->tiled[s]);
 		if (c->copied[s])
@@ -1014,6 +1047,8 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 						 cudaStreamNonBlocking));
 	for (int s = 0; s < 2; s++) {
 		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->staged[s],
+							cudaEventDisableTiming));
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->consumed[s],
 							cudaEventDisableTiming));
 		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->tiled[s],
 							cudaEventDisableTiming));
@@ -1098,7 +1133,7 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
-	double per_b = 4 * d + cos_row + low_row + 16;
+	double per_b = 8 * d + cos_row + low_row + 16;   /* two raw copies */
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 

@@ -14,10 +14,12 @@
  * Call pattern and its guarantees (see backend.h for the shapes):
  *   topk_begin   copies the query chunk to the device and returns when
  *                it is checked; q->x may be reused afterwards.
- *   topk_add     stages the base chunk in pinned memory, queues the
- *                copy and all the work on the backend's stream and
- *                returns without waiting: b->x may be reused at once, and
- *                the caller reads the next chunk while the GPU works.
+ *   topk_add     stages the base chunk in pinned memory, queues its
+ *                upload on the copy stream and all the work on the
+ *                compute stream and returns without waiting: b->x may be
+ *                reused at once, the caller reads the next chunk while
+ *                the GPU works, and that chunk's upload overlaps this
+ *                chunk's tiles.
  *                Errors found on the device (a base row that fails
  *                metric_check_rows, a fault) are reported by the next
  *                call that waits: topk_end at the latest.
@@ -85,9 +87,11 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  * base chunks of brows rows, for the planner's memory formula:
  *   per query row  4d (rows) + 4d (cosine copy) + 2d (bf16/fp16 copy) +
  *                  28 (norms, gate, count) + 12k (k-list)
- *   per base row   4d + 4d (cosine) + 2d (bf16/fp16) + 16 (norms) +
+ *   per base row   8d (two chunks: one uploaded while the other is
+ *                  used) + 4d (cosine) + 2d (bf16/fp16) + 16 (norms) +
  *                  4/TB (sub-tile max)
- *   fixed          TQ x TB x 4 (GEMM tile) and, for k >= 1, TQ x TB x 16
+ *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) and, for
+ *                  k >= 1, TQ x TB x 16
  *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
  *                  (merge scratch); TQ = 512, TB = 4096
  * cuBLAS's own workspace and the CUDA context (a few hundred MiB) come on
