@@ -2,7 +2,8 @@
  * backend_cuda.cu: the CUDA backend, float32 cuBLAS candidates +
  * canonical rescoring (top-k), canonical scores (matrix), on one GPU.
  *
- * Top-k: the design of cpu_backend.c, one tile at a time on one stream.
+ * Top-k: the design of cpu_backend.c, one tile at a time on the compute
+ * stream (uploads on the copy stream: see Streaming).
  * For a query chunk Q (n x d, resident from topk_begin to topk_end) and
  * each streamed base chunk B (m x d), for every tile of TQ query rows and
  * TB base rows:
@@ -308,7 +309,8 @@ static int base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
 	base_free(c);
 	if (dev_alloc(&c->braw[0], mul_sat(rows, d), "base rows", st) ||
-	    dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st) ||
+	    (c->cfg.k >= 1 &&   /* top-k only: a matrix uploads in place */
+	     dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st)) ||
 	    (cosine && dev_alloc(&c->bhat, mul_sat(rows, d),
 				 "normalised base rows", st)) ||
 	    dev_alloc(&c->bb, rows, "base norms", st) ||
@@ -904,11 +906,18 @@ static int cuda_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	return rc ? entry_fail(cuda_of(be), rc, "topk_begin", st) : XJ_OK;
 }
 
+/* A failed add may leave tiles queued that no consumed event covers:
+ * drain both streams, so no later upload can overwrite what they read. */
 static int cuda_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 {
-	int rc = topk_add_run(cuda_of(be), b, st);
+	cuda_backend *c = cuda_of(be);
+	int rc = topk_add_run(c, b, st);
 
-	return rc ? entry_fail(cuda_of(be), rc, "topk_add", st) : XJ_OK;
+	if (!rc)
+		return XJ_OK;
+	(void)cudaStreamSynchronize(c->stream);
+	(void)cudaStreamSynchronize(c->cstream);
+	return entry_fail(c, rc, "topk_add", st);
 }
 
 static int cuda_topk_end(xj_backend *be, float *key, int64_t *idx,
@@ -1133,7 +1142,7 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
-	double per_b = 8 * d + cos_row + low_row + 16;   /* two raw copies */
+	double per_b = (k >= 1 ? 8 : 4) * d + cos_row + low_row + 16;
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
