@@ -1427,11 +1427,11 @@ def _fill(folder, leave):
     st = os.statvfs(folder)
     want = max(0, st.f_bavail * st.f_frsize - leave)
     chunk = b"\0" * (1 << 16)
-    with open(os.path.join(folder, "filler"), "wb") as fh:
+    # unbuffered: a buffered file would fail again when closed
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as fh:
         try:
             while want > 0:
                 want -= fh.write(chunk[:min(len(chunk), want)])
-                fh.flush()
         except OSError:
             pass    # full: what leave=0 asks for
 
@@ -1446,8 +1446,10 @@ def _diskfull_round(ctx, job, ref, mnt, leave):
                                              "-o", out], prog)
     if not p:
         return
-    _fill(mnt, leave)
-    rc, sout, serr, _ = _finish(ctx, p, "filling the disk")
+    try:
+        _fill(mnt, leave)
+    finally:    # the run ends (or is ended) whatever the fill did
+        rc, sout, serr, _ = _finish(ctx, p, "filling the disk")
     if rc == 0:
         raise Failure("%s: the run ended before the disk filled; give it "
                       "more work" % what)
