@@ -650,6 +650,20 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	return XJ_OK;
 }
 
+/* Queue the copy of the first n entries of the k-lists into key/idx. */
+static int lists_to_host(cuda_backend *c, int64_t n, float *key,
+			 int64_t *idx, xj_status *st)
+{
+	if (n <= 0)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaMemcpyAsync(key, c->ekey, (size_t)n * sizeof(float),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaMemcpyAsync(idx, c->eidx,
+				       (size_t)n * sizeof(int64_t),
+				       cudaMemcpyDeviceToHost, c->stream));
+	return XJ_OK;
+}
+
 static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 			xj_status *st)
 {
@@ -659,16 +673,8 @@ static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 	if (!c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
 	CUDA_CHECK(st, cudaSetDevice(c->device));
-	if (n > 0) {
-		CUDA_CHECK(st, cudaMemcpyAsync(key, c->ekey,
-					       (size_t)n * sizeof(float),
-					       cudaMemcpyDeviceToHost,
-					       c->stream));
-		CUDA_CHECK(st, cudaMemcpyAsync(idx, c->eidx,
-					       (size_t)n * sizeof(int64_t),
-					       cudaMemcpyDeviceToHost,
-					       c->stream));
-	}
+	if (lists_to_host(c, n, key, idx, st))
+		return st->code;
 	CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[1], sizeof(bad),
 				       cudaMemcpyDeviceToHost, c->stream));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
@@ -726,16 +732,8 @@ static int merged_finish(cuda_backend *c, int p, int64_t myrows, float *key,
 	if (merge_lists(p, myrows, k, c->rkey, c->ridx, c->rvalid, c->ekey,
 			c->eidx, c->stream, st))
 		return st->code;
-	if (n > 0) {
-		CUDA_CHECK(st, cudaMemcpyAsync(key, c->ekey,
-					       (size_t)n * sizeof(float),
-					       cudaMemcpyDeviceToHost,
-					       c->stream));
-		CUDA_CHECK(st, cudaMemcpyAsync(idx, c->eidx,
-					       (size_t)n * sizeof(int64_t),
-					       cudaMemcpyDeviceToHost,
-					       c->stream));
-	}
+	if (lists_to_host(c, n, key, idx, st))
+		return st->code;
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	return XJ_OK;
 }
