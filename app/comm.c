@@ -1,7 +1,8 @@
-/* comm.c: communicators, error agreement, top-k reduce-scatter over MPI. */
+/* comm.c: communicators, error agreement, the MPI transport. */
 #define _GNU_SOURCE
 #include "comm.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/topk.h"
-#include "plan.h"
 
 static char self_host[256] = "?";
 static int self_rank = -1;
@@ -144,7 +143,7 @@ static int mpi_alltoallv(const xj_transport *t, xj_elem type,
 			 const int64_t *rcount, const int64_t *rdispl,
 			 xj_status *st)
 {
-	MPI_Comm comm = t->mpi_comm;
+	MPI_Comm comm = *(const MPI_Comm *)t->ctx;
 	MPI_Datatype dt = type == XJ_T_F32 ? MPI_FLOAT : MPI_INT64_T;
 	int n = t->size, rc = XJ_OK;
 	int *sc = malloc(4 * n * sizeof(int));
@@ -164,83 +163,41 @@ static int mpi_alltoallv(const xj_transport *t, xj_elem type,
 	return rc;
 }
 
-void comm_mpi_transport(MPI_Comm comm, xj_transport *t)
+void comm_mpi_transport(const MPI_Comm *comm, xj_transport *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->mpi_comm = comm;
+	t->ctx = (void *)comm;
 	t->name = "mpi";
-	MPI_Comm_size(comm, &t->size);
-	MPI_Comm_rank(comm, &t->rank);
+	MPI_Comm_size(*comm, &t->size);
+	MPI_Comm_rank(*comm, &t->rank);
 	t->alltoallv = mpi_alltoallv;
 }
 
-/* ---- the merge algorithm (transport-agnostic) ------------------------- */
+/* ---- a grid row as a group, for a transport's start-up ----------------- */
 
-void comm_topk_counts(int64_t rows, int64_t k, int p, int me, int64_t *cnt)
+static int row_bcast0(const xj_group *g, void *buf, int64_t bytes,
+		      xj_status *st)
 {
-	int64_t my0, myrows;
+	const xj_comm *c = g->ctx;
+	int rc;
 
-	plan_block(rows, p, me, &my0, &myrows);
-	for (int j = 0; j < p; j++) {
-		int64_t r0, nr;
-
-		plan_block(rows, p, j, &r0, &nr);
-		cnt[j] = nr * k;                    /* send count */
-		cnt[p + j] = r0 * k;                /* send displacement */
-		cnt[2 * p + j] = myrows * k;        /* receive count */
-		cnt[3 * p + j] = j * myrows * k;    /* receive displacement */
-	}
+	if (bytes < 0 || bytes > INT32_MAX)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "broadcast of %" PRId64
+			       " bytes", bytes);
+	rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, c->row);
+	if (rc != MPI_SUCCESS)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "MPI_Bcast over the grid "
+			       "row failed (MPI error %d)", rc);
+	return XJ_OK;
 }
 
-int comm_topk_reduce_scatter(const xj_transport *t, int64_t rows, int64_t k,
-			     const float *key, const int64_t *idx,
-			     float *out_key, int64_t *out_idx,
-			     int64_t *out_row0, int64_t *out_rows,
-			     xj_status *st)
+void comm_row_group(const xj_comm *c, xj_group *g)
 {
-	int p = t->size, me = t->rank;
-	int64_t *cnt = calloc(4 * (size_t)p, sizeof(int64_t));
-	int64_t my0, myrows, nrecv;
-	float *rkey = NULL;
-	int64_t *ridx = NULL;
-	const float **lk = NULL;
-	const int64_t **li = NULL;
-	int rc = XJ_OK;
-
-	plan_block(rows, p, me, &my0, &myrows);
-	*out_row0 = my0;
-	*out_rows = myrows;
-	if (!cnt)
-		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
-	comm_topk_counts(rows, k, p, me, cnt);
-	nrecv = (int64_t)p * myrows * k;
-	rkey = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(float));
-	ridx = malloc((size_t)(nrecv ? nrecv : 1) * sizeof(int64_t));
-	lk = malloc((size_t)p * sizeof(*lk));
-	li = malloc((size_t)p * sizeof(*li));
-	if (!rkey || !ridx || !lk || !li) {
-		rc = xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (merge)");
-		goto out;
-	}
-	rc = t->alltoallv(t, XJ_T_F32, key, cnt, cnt + p, rkey, cnt + 2 * p,
-			  cnt + 3 * p, st);
-	if (!rc)
-		rc = t->alltoallv(t, XJ_T_I64, idx, cnt, cnt + p, ridx,
-				  cnt + 2 * p, cnt + 3 * p, st);
-	if (rc)
-		goto out;
-	for (int64_t r = 0; r < myrows; r++) {
-		for (int j = 0; j < p; j++) {
-			lk[j] = rkey + (j * myrows + r) * k;
-			li[j] = ridx + (j * myrows + r) * k;
-		}
-		topk_merge(p, lk, li, k, out_key + r * k, out_idx + r * k);
-	}
-out:
-	free(cnt);
-	free(rkey);
-	free(ridx);
-	free(lk);
-	free(li);
-	return rc;
+	memset(g, 0, sizeof(*g));
+	g->size = c->row_size;
+	g->rank = c->row_rank;
+	g->world_rank = c->rank;
+	g->host = c->host;
+	g->bcast0 = row_bcast0;
+	g->ctx = (void *)c;
 }

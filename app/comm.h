@@ -2,16 +2,13 @@
  * comm.h: ranks, their grid, error agreement, and the top-k merge.
  *
  * defines: xj_comm, comm_init, comm_grid, comm_release, comm_agree,
- *          xj_transport, comm_mpi_transport, comm_topk_counts,
- *          comm_topk_reduce_scatter, MPI_CHECK, xj_abort, xj_log0
+ *          comm_mpi_transport, comm_row_group, MPI_CHECK, xj_abort,
+ *          xj_log0
  *
- * The merge algorithm (comm_topk_reduce_scatter) is separate from the
- * transport that moves the lists: ranks of one grid row each hold k-lists
- * for the same query rows against different base shards; the rows are
- * split into Pc balanced parts, rank j receives part j from every rank of
- * its row (one all-to-all) and merges the Pc lists of each row. Volume per
- * rank: (Pc-1)/Pc * rows * k * 12 bytes. The MPI transport moves host
- * buffers; a NCCL transport for device buffers plugs into xj_transport.
+ * The top-k merge of a grid row (kernels/exchange.h) runs over a
+ * transport; this file provides the MPI one (host buffers) and the group
+ * through which a device transport (NCCL) starts up, so that kernels
+ * never call MPI themselves.
  */
 #ifndef XJ_COMM_H
 #define XJ_COMM_H
@@ -19,7 +16,8 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "../config/status.h"
+#include "../kernels/exchange.h"
 
 typedef struct xj_comm {
 	MPI_Comm world;
@@ -68,38 +66,11 @@ int comm_interrupted(void);
  * signal counts as an error of this rank. */
 int comm_agree(xj_comm *c, xj_status *st);
 
-/* Moves equal-typed elements between the ranks of one communicator. */
-typedef enum { XJ_T_F32, XJ_T_I64 } xj_elem;
-typedef struct xj_transport {
-	const char *name;
-	int size, rank;
-	int (*alltoallv)(const struct xj_transport *t, xj_elem type,
-			 const void *send, const int64_t *scount,
-			 const int64_t *sdispl, void *recv,
-			 const int64_t *rcount, const int64_t *rdispl,
-			 xj_status *st);
-	MPI_Comm mpi_comm;      /* MPI transport */
-	void *ctx;              /* other transports' state */
-} xj_transport;
+/* MPI transport over *comm (host buffers); *comm must outlive t. */
+void comm_mpi_transport(const MPI_Comm *comm, xj_transport *t);
 
-/* MPI transport over comm (host buffers). */
-void comm_mpi_transport(MPI_Comm comm, xj_transport *t);
-
-/* The all-to-all of comm_topk_reduce_scatter as rank me of p sees it, in
- * list entries: cnt[j] and cnt[p + j] the count and displacement it sends
- * to rank j, cnt[2p + j] and cnt[3p + j] those it receives from j (rank
- * j's lists of this rank's rows land in rank order). cnt holds 4p.
- * Its rows are plan_block(rows, p, me). Shared by every transport. */
-void comm_topk_counts(int64_t rows, int64_t k, int p, int me, int64_t *cnt);
-
-/* Reduce-scatter of k-lists by query. In: rows x k lists (sorted, padded)
- * of this rank. Out: the merged lists of this rank's part of the rows,
- * *out_row0 (offset inside the rows) and *out_rows; out_key/out_idx hold
- * at least (rows / size + 1) * k entries. Collective over t. */
-int comm_topk_reduce_scatter(const xj_transport *t, int64_t rows, int64_t k,
-			     const float *key, const int64_t *idx,
-			     float *out_key, int64_t *out_idx,
-			     int64_t *out_row0, int64_t *out_rows,
-			     xj_status *st);
+/* The group of this rank's grid row, for a transport's start-up (the
+ * NCCL id): its bcast0 is MPI_Bcast over c->row; c must outlive g. */
+void comm_row_group(const xj_comm *c, xj_group *g);
 
 #endif

@@ -518,10 +518,12 @@ static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
 		     xj_transport *t, int *opened)
 {
 	char why[XJ_MSG_MAX] = "";
+	xj_group row;
 	xj_status st;
 	int ok, all;
 
 	xj_ok(&st);
+	comm_row_group(c, &row);
 	ok = nccl_usable(c, dev, why, sizeof(why));
 	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
 	if (!all) {
@@ -532,7 +534,7 @@ static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
 		*opened = 0;
 		return;
 	}
-	ok = cuda_module()->nccl_open(c->row, dev->device, nccl_timeout_s(),
+	ok = cuda_module()->nccl_open(&row, dev->device, nccl_timeout_s(),
 				      t, &st) == XJ_OK;
 	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
 	if (!all) {
@@ -557,7 +559,7 @@ int device_transport_open(const xj_comm *c, const xj_device_choice *dev,
 
 	nccl_try(c, dev, t, &opened);
 	if (!opened)
-		comm_mpi_transport(c->row, t);
+		comm_mpi_transport(&c->row, t);
 	fflush(stderr);
 	return st->code;
 }

@@ -37,9 +37,9 @@
 #include "../kernels/backend.h"
 #include "comm.h"
 #include "driver.h"
-#include "job.h"
+#include "../config/job.h"
 #include "plan.h"
-#include "status.h"
+#include "../config/status.h"
 
 typedef enum xj_backend_kind {
 	XJ_BACKEND_CPU = 0,

@@ -167,8 +167,8 @@ int driver_validate(xj_run *run, xj_status *st)
 
 	resident_start(run);
 	res = run->resq != NULL;
-	plan_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
-	plan_block(v->brows, run->pl.pr, v->row, &b0, &bn);
+	split_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
+	split_block(v->brows, run->pl.pr, v->row, &b0, &bn);
 	q0 += v->q0;
 	b0 += v->b0;
 	slab = slab > run->pl.qchunk_rows ? slab : run->pl.qchunk_rows;
@@ -430,9 +430,9 @@ int driver_topk(xj_run *run, xj_status *st)
 			run->be->topk_end_merged(run->be, &tr, b.mkey, b.midx,
 						 &part0, &nrows, st);
 		else if (qrows)
-			comm_topk_reduce_scatter(&tr, qrows, k, b.key, b.idx,
-						 b.mkey, b.midx, &part0,
-						 &nrows, st);
+			exchange_topk_reduce_scatter(&tr, qrows, k, b.key,
+						     b.idx, b.mkey, b.midx,
+						     &part0, &nrows, st);
 		for (int64_t i = 0; i < nrows * k; i++)
 			b.dist[i] = metric_key_to_value(run->job->metric,
 							 b.mkey[i]);

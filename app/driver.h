@@ -28,7 +28,7 @@
 #include "../io/h5out.h"
 #include "../kernels/backend.h"
 #include "comm.h"
-#include "job.h"
+#include "../config/job.h"
 #include "plan.h"
 #include "report.h"
 #include "resume.h"

@@ -62,7 +62,7 @@ static int gen_dataset(const xj_job *job, xj_comm *c, h5out *out,
 		slab = 1;
 	if (h5out_add_dataset(out, name, H5OUT_F32, rows, d, 0, &slot, st))
 		return st->code;
-	plan_block(rows, c->nranks, c->rank, &r0, &nr);
+	split_block(rows, c->nranks, c->rank, &r0, &nr);
 	mx = (rows + c->nranks - 1) / c->nranks;
 	rounds = (mx + slab - 1) / slab;
 	for (int64_t k = 0; k < rounds; k++) {

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "job.h"
+#include "../config/job.h"
 
 /* Value at (row, col) of dataset stream 0 (train) or 1 (test). */
 float gen_value(const xj_job *job, int stream, int64_t row, int64_t col);

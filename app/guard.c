@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "../config/status.h"
 
 #define GUARD_MSG_MAX 1200
 #define GUARD_PATH_MAX 1100

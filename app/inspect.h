@@ -26,8 +26,8 @@
 #include <stdio.h>
 
 #include "comm.h"
-#include "job.h"
-#include "status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 typedef struct inspect_opts {
 	int64_t rows;         /* query rows shown, >= 0 */

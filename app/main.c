@@ -32,7 +32,7 @@
 #include "gen.h"
 #include "guard.h"
 #include "inspect.h"
-#include "job.h"
+#include "../config/job.h"
 #include "mem.h"
 #include "options.h"
 #include "plan.h"

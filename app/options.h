@@ -13,8 +13,8 @@
 
 #include <stdio.h>
 
-#include "job.h"
-#include "status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 /* What the caller should do after options_parse. */
 enum { OPTIONS_RUN = 0, OPTIONS_HELP_SHOWN = 1, OPTIONS_VERSION_SHOWN = 2 };

@@ -19,15 +19,6 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-void plan_block(int64_t total, int64_t parts, int64_t i, int64_t *start,
-		int64_t *count)
-{
-	int64_t base = total / parts, extra = total % parts;
-
-	*start = i * base + min64(i, extra);
-	*count = base + (i < extra ? 1 : 0);
-}
-
 static void plan_grid(const plan_in *in, int *pr, int *pc)
 {
 	int64_t best = INT64_MAX;
@@ -143,8 +134,8 @@ void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
 {
 	v->row = rank / p->pc;
 	v->col = rank % p->pc;
-	plan_block(in->n, p->pr, v->row, &v->q0, &v->qrows);
-	plan_block(in->m, p->pc, v->col, &v->b0, &v->brows);
+	split_block(in->n, p->pr, v->row, &v->q0, &v->qrows);
+	split_block(in->m, p->pc, v->col, &v->b0, &v->brows);
 	v->nqchunks = ceil_div(v->qrows, p->qchunk_rows);
 	v->nbchunks = ceil_div(v->brows, p->bchunk_rows);
 }

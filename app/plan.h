@@ -3,7 +3,7 @@
  * MPI, no I/O, no device calls, so every rank derives the same plan and the
  * unit tests can probe any shape.
  *
- * defines: plan_in, plan, plan_make, plan_block, plan_rank_view, plan_print
+ * defines: plan_in, plan, plan_make, plan_rank_view, plan_print
  *
  * Grid: P ranks form Pr x Pc (rank = row * Pc + col). Query rows are split
  * over the Pr grid rows, base rows over the Pc grid columns; (Pr, Pc) is
@@ -36,8 +36,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "job.h"
-#include "status.h"
+#include "../config/job.h"
+#include "../config/split.h"
+#include "../config/status.h"
 
 typedef struct plan_in {
 	xj_command cmd;            /* XJ_CMD_TOPK or XJ_CMD_MATRIX */
@@ -64,11 +65,6 @@ typedef struct plan {
 	int64_t peak_bytes;        /* formula above at the chosen sizes */
 	int64_t budget_bytes;
 } plan;
-
-/* Rows [*start, *start + *count) of block i when total rows are split into
- * parts balanced blocks (sizes differ by at most one). */
-void plan_block(int64_t total, int64_t parts, int64_t i, int64_t *start,
-		int64_t *count);
 
 /* Derive the plan. XJ_EXIT_RESOURCE when even one row of each does not fit
  * the budget, naming the bytes needed. */

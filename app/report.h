@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "job.h"
+#include "../config/job.h"
 #include "plan.h"
 
 typedef enum xj_phase {

@@ -34,8 +34,8 @@
 #include <stdint.h>
 
 #include "../io/h5in.h"
-#include "job.h"
-#include "status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 /* Sorted, disjoint, non-adjacent spans [s[i][0], s[i][1]) of rows. */
 typedef struct xj_spans {

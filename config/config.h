@@ -12,7 +12,7 @@
 #ifndef XJ_CONFIG_H
 #define XJ_CONFIG_H
 
-#include "../app/status.h"
+#include "status.h"
 
 /* Called for every key; returns XJ_OK or an error in st (the loader adds
  * the file and line). */

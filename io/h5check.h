@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../app/status.h"
+#include "../config/status.h"
 
 /* A type class for messages: "integer", "string", ... */
 static inline const char *h5check_class_name(H5T_class_t cls)

@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#include "../app/job.h"
-#include "../app/status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 typedef struct h5in_info {
 	char file[XJ_PATH_MAX];

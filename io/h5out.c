@@ -30,7 +30,7 @@
 
 #include <hdf5.h>
 
-#include "../app/job.h"
+#include "../config/job.h"
 #include "h5check.h"
 
 #define H5OUT_SLOTS 8

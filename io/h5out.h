@@ -23,7 +23,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "../app/status.h"
+#include "../config/status.h"
 
 typedef enum h5out_type { H5OUT_F32, H5OUT_I64 } h5out_type;
 

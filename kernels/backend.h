@@ -14,7 +14,7 @@
  *   be->topk_end(be, keys, idx, st);     // q.rows x k, sorted, padded
  *
  * With a device transport (NCCL), topk_end_merged replaces topk_end and
- * comm_topk_reduce_scatter: the lists never leave the GPU before the merge.
+ * exchange_topk_reduce_scatter: the lists never leave the GPU before the merge.
  *
  * For the matrix it computes blocks of canonical values, one queued at a
  * time, so that the caller writes block i while the backend computes
@@ -38,8 +38,8 @@
 
 #include <stdint.h>
 
-#include "../app/job.h"
-#include "../app/status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 typedef struct xj_rows {
 	const float *x;        /* rows x d, row-major */
@@ -69,7 +69,7 @@ struct xj_backend {
 	int (*topk_add)(xj_backend *be, const xj_rows *b, xj_status *st);
 	int (*topk_end)(xj_backend *be, float *key, int64_t *idx, xj_status *st);
 	/* Optional (NULL: not offered): topk_end and the grid row's merge in
-	 * one, for lists that stay on the device: as comm_topk_reduce_scatter
+	 * one, for lists that stay on the device: as exchange_topk_reduce_scatter
 	 * over t (a transport this backend accepts, e.g. NCCL's) on the
 	 * chunk's lists, writing this rank's merged part to key/idx. */
 	int (*topk_end_merged)(xj_backend *be, const struct xj_transport *t,

@@ -38,8 +38,8 @@
 
 #include <stdint.h>
 
-#include "../app/job.h"
-#include "../app/status.h"
+#include "../config/job.h"
+#include "../config/status.h"
 
 /* Canonical squared norm: sum of (double)x_i^2 in index order. */
 double metric_norm2(const float *x, int64_t d);

@@ -9,7 +9,7 @@
  * sorted by (key, idx) ascending, padding (key = +inf, idx = -1) at the end.
  * Lists for several queries are stored row-major: query r at offset r*k.
  *
- * The merge is pure (no MPI, no device): comm.c moves lists between ranks
+ * The merge is pure (no MPI, no device): exchange.c moves lists between ranks
  * and calls topk_merge on what arrives, whatever the transport.
  */
 #ifndef XJ_TOPK_H

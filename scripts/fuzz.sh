@@ -76,7 +76,7 @@ san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -Wall
 	-Wextra -Wno-unknown-warning-option -Wno-string-concatenation
 	"-I$root" "-I$out" "${pcflags[@]}" "${san[@]}")
-srcs=(app/status.c app/job.c app/options.c config/config.c io/h5in.c
+srcs=(config/status.c config/job.c app/options.c config/config.c io/h5in.c
       kernels/metric.c)
 objs=()
 for src in "${srcs[@]}"; do

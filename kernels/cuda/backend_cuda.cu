@@ -71,11 +71,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "comm_cxx.h"
 #include "nccl_transport.h"
 
 extern "C" {
-#include "../../app/plan.h"
+#include "../../config/split.h"
 #include "../metric.h"
 }
 
@@ -739,8 +738,8 @@ static int merged_finish(cuda_backend *c, int p, int64_t myrows, float *key,
 }
 
 /*
- * topk_end and comm_topk_reduce_scatter in one, over a NCCL transport:
- * the same counts (comm_topk_counts), the exchange on device buffers, the
+ * topk_end and exchange_topk_reduce_scatter in one, over a NCCL transport:
+ * the same counts (exchange_topk_counts), the exchange on device buffers, the
  * merge of merge.cuh. Every rank of the row must take part in the
  * exchange: a base row flagged by the device is reported after it, and a
  * rank that cannot take part at all ends the job (nccl_transport_abandon)
@@ -763,13 +762,13 @@ static int topk_end_merged_run(cuda_backend *c, const xj_transport *t,
 			       "needs the NCCL transport, not '%s'",
 			       t->name ? t->name : "?");
 	c->active = 0;
-	plan_block(rows, p, t->rank, &my0, &myrows);
+	split_block(rows, p, t->rank, &my0, &myrows);
 	cnt = (int64_t *)calloc(4 * (size_t)p, sizeof(int64_t));
 	if (!cnt) {
 		xj_fail(st, XJ_EXIT_RESOURCE, "out of memory (%d counts)", p);
 		return nccl_transport_abandon(t, st);
 	}
-	comm_topk_counts(rows, k, p, t->rank, cnt);
+	exchange_topk_counts(rows, k, p, t->rank, cnt);
 	if (merged_prepare(c, (int64_t)p * myrows * k, &bad, st)) {
 		free(cnt);
 		return nccl_transport_abandon(t, st);

@@ -28,7 +28,7 @@
  *                nccl_transport.h) waits, exchanges the lists over the
  *                grid row on the device, merges them there (merge.cuh)
  *                and copies only this rank's merged part: the result of
- *                topk_end + comm_topk_reduce_scatter, bit for bit.
+ *                topk_end + exchange_topk_reduce_scatter, bit for bit.
  *   matrix_start copies and checks the rows (q->x and b->x may be
  *                reused when it returns), queues the block's tiles and
  *                their copies into out, and returns; out should be

@@ -43,7 +43,7 @@
 #include <cstring>
 
 extern "C" {
-#include "../../app/job.h"
+#include "../../config/job.h"
 }
 
 #define XJC_HD __host__ __device__ __forceinline__

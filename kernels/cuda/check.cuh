@@ -25,7 +25,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "../../app/status.h"
+#include "../../config/status.h"
 }
 
 /* file name without its directories (__FILE__ is often absolute) */

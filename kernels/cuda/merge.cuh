@@ -1,7 +1,7 @@
 /*
- * merge.cuh: the merge of comm_topk_reduce_scatter (app/comm.c) on the
- * device, for the NCCL transport: the P k-lists of each row, one from
- * every rank of the grid row, into that row's top k.
+ * merge.cuh: the merge of exchange_topk_reduce_scatter (kernels/exchange.c)
+ * on the device, for the NCCL transport: the P k-lists of each row, one
+ * from every rank of the grid row, into that row's top k.
  *
  * defines: merge_lists_view, xjc_list_valid, xjc_merged_position,
  *          merge_lists

@@ -6,7 +6,7 @@
  *
  * Plain C, usable from C and C++. The module exports one symbol,
  * xjc_module_get; everything else of it is local (module.map). The xjcore
- * functions it calls (xj_fail, metric_*, comm_*, topk_*) stay undefined in
+ * functions it calls (xj_fail, metric_*, exchange_*, topk_*) stay undefined in
  * it and bind to the executable's, which exports them: one copy of each in
  * the process.
  *
@@ -28,8 +28,10 @@ extern "C" {
 
 #include "../backend.h"
 
-#define XJC_MODULE_ABI 3   /* 3: xj_backend has matrix_start, matrix_wait,
-				    * block_alloc, block_free, matrix_async */
+#define XJC_MODULE_ABI 4   /* 3: xj_backend has matrix_start, matrix_wait,
+				    * block_alloc, block_free, matrix_async;
+				    * 4: nccl_open takes an xj_group, not an
+				    * MPI communicator */
 #define XJC_MODULE_SYMBOL "xjc_module_get"
 
 /* The functions of backend_cuda.h and nccl_transport.h app/device.c
@@ -46,7 +48,7 @@ struct xjc_module {
 	int64_t (*merge_bytes)(const xj_backend_cfg *cfg, int64_t qrows,
 			       int pc);
 	int (*nccl_available)(char *why, size_t why_size);
-	int (*nccl_open)(MPI_Comm row_comm, int device, double timeout_s,
+	int (*nccl_open)(const xj_group *g, int device, double timeout_s,
 			 xj_transport *t, xj_status *st);
 	int (*nccl_is)(const xj_transport *t);
 	void (*nccl_on_fatal)(xj_transport *t, nccl_fatal_fn fatal);

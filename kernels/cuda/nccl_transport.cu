@@ -1,7 +1,7 @@
 /*
  * nccl_transport.cu: xj_transport over NCCL (see nccl_transport.h).
  *
- * Exchange: comm_topk_reduce_scatter's all-to-all, on device buffers:
+ * Exchange: exchange_topk_reduce_scatter's all-to-all, on device buffers:
  *
  *   ncclGroupStart
  *     for every peer j: ncclSend(send + sdispl[j], scount[j])
@@ -346,42 +346,33 @@ typedef struct id_msg {
 	ncclUniqueId id;
 } id_msg;
 
-static int share_id(MPI_Comm row, int rank, id_msg *m, xj_status *st)
+static int share_id(const xj_group *g, id_msg *m, xj_status *st)
 {
-	int rc;
-
 	memset(m, 0, sizeof(*m));
-	if (rank == 0)
+	if (g->rank == 0)
 		m->ok = api.GetUniqueId(&m->id) == ncclSuccess;
-	rc = MPI_Bcast(m, (int)sizeof(*m), MPI_BYTE, 0, row);
-	if (rc != MPI_SUCCESS)
-		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "NCCL transport: MPI_Bcast of the NCCL id failed (MPI error %d)",
-			       rc);
+	if (g->bcast0(g, m, (int64_t)sizeof(*m), st))
+		return xj_wrap(st, "NCCL transport: sharing the NCCL id");
 	if (!m->ok)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "NCCL transport: ncclGetUniqueId failed on rank 0 of the grid row");
 	return XJ_OK;
 }
 
-static int ctx_init(MPI_Comm row, int device, double timeout_s,
-		    xj_transport *t, nccl_ctx *x, xj_status *st)
+static void ctx_init(const xj_group *g, int device, double timeout_s,
+		     xj_transport *t, nccl_ctx *x)
 {
 	memset(t, 0, sizeof(*t));
 	t->name = "nccl";
-	t->mpi_comm = row;
 	t->alltoallv = nccl_alltoallv;
 	t->ctx = x;
+	t->size = g->size;
+	t->rank = g->rank;
 	x->device = device;
 	x->timeout_s = timeout_s;
-	if (gethostname(x->host, sizeof(x->host) - 1))
-		snprintf(x->host, sizeof(x->host), "unknown-host");
-	if (MPI_Comm_size(row, &t->size) != MPI_SUCCESS ||
-	    MPI_Comm_rank(row, &t->rank) != MPI_SUCCESS ||
-	    MPI_Comm_rank(MPI_COMM_WORLD, &x->world_rank) != MPI_SUCCESS)
-		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "NCCL transport: MPI_Comm_size/rank failed");
-	return XJ_OK;
+	x->world_rank = g->world_rank;
+	snprintf(x->host, sizeof(x->host), "%s",
+		 g->host ? g->host : "unknown-host");
 }
 
 static void ctx_free(xj_transport *t)
@@ -432,7 +423,7 @@ static int comm_create(xj_transport *t, const id_msg *m, xj_status *st)
 	return nccl_call(t, r, "ncclCommInitRankConfig", t0, st);
 }
 
-extern "C" int nccl_transport_open(MPI_Comm row_comm, int device,
+extern "C" int nccl_transport_open(const xj_group *g, int device,
 				   double timeout_s, xj_transport *t,
 				   xj_status *st)
 {
@@ -450,9 +441,8 @@ extern "C" int nccl_transport_open(MPI_Comm row_comm, int device,
 	if (!x)
 		return xj_fail(st, XJ_EXIT_RESOURCE,
 			       "NCCL transport: out of memory");
-	t->ctx = x;
-	if (ctx_init(row_comm, device, timeout_s, t, x, st) ||
-	    share_id(row_comm, t->rank, &m, st) || comm_create(t, &m, st)) {
+	ctx_init(g, device, timeout_s, t, x);
+	if (share_id(g, &m, st) || comm_create(t, &m, st)) {
 		ctx_free(t);
 		memset(t, 0, sizeof(*t));
 		return st->code;

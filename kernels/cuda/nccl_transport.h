@@ -1,17 +1,18 @@
 /*
- * nccl_transport.h: an xj_transport (app/comm.h) over NCCL, for k-lists
- * that live in device memory.
+ * nccl_transport.h: an xj_transport (kernels/exchange.h) over NCCL, for
+ * k-lists that live in device memory.
  *
  * defines: nccl_transport_available, nccl_transport_open,
  *          nccl_transport_is, nccl_transport_on_fatal,
  *          nccl_transport_abandon, nccl_transport_abort,
  *          nccl_transport_close
  *
- * Plain C, like backend_cuda.h. One communicator per grid row, made from
- * the row's MPI communicator: rank 0 of the row creates the ncclUniqueId
- * and broadcasts its bytes with MPI_Bcast. The alltoallv is one NCCL
- * group of ncclSend/ncclRecv on device buffers (counts and displacements
- * in elements, as comm.h's alltoallv), on the transport's own stream; it
+ * Plain C, like backend_cuda.h. One communicator per grid row, started
+ * through the row's xj_group (which app/ makes from MPI): rank 0 of the
+ * row creates the ncclUniqueId and the group's bcast0 carries its bytes
+ * to the others; this file calls no MPI. The alltoallv is one NCCL group
+ * of ncclSend/ncclRecv on device buffers (counts and displacements in
+ * elements, as exchange.h's alltoallv), on the transport's own stream; it
  * returns when the exchange is complete, so the caller may read the
  * received lists on any stream and reuse the sent ones.
  *
@@ -35,22 +36,20 @@
 
 #include <stddef.h>
 
-#include "comm_cxx.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#include "../../app/status.h"
+#include "../exchange.h"
 
 /* 1 when the NCCL library loads and is recent enough; else 0 and the
  * reason in why. Loads it once per process. */
 int nccl_transport_available(char *why, size_t why_size);
 
-/* Collective over row_comm: a transport over the ranks of row_comm (in
- * their MPI order) on CUDA device `device`. On failure nothing is left
- * open and t is not a NCCL transport. */
-int nccl_transport_open(MPI_Comm row_comm, int device, double timeout_s,
+/* Collective over the group: a transport over its ranks (in their group
+ * order) on CUDA device `device`. On failure nothing is left open and t
+ * is not a NCCL transport. */
+int nccl_transport_open(const xj_group *g, int device, double timeout_s,
 			xj_transport *t, xj_status *st);
 
 /* 1 when t was opened by nccl_transport_open (device buffers). */

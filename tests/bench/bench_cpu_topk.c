@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "app/status.h"
+#include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/metric.h"
 #include "kernels/topk.h"

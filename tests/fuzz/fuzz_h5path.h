@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "app/job.h"
+#include "config/job.h"
 #include "fuzz_util.h"
 #include "io/h5in.h"
 #include "kernels/metric.h"

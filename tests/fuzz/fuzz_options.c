@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/job.h"
+#include "config/job.h"
 #include "app/options.h"
 #include "fuzz_util.h"
 

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "app/status.h"
+#include "config/status.h"
 
 #define FUZZ_FILES_MAX 4
 

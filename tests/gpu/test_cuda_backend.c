@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/status.h"
+#include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/metric.h"

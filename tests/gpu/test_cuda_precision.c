@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/status.h"
+#include "config/status.h"
 #include "io/h5in.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"

@@ -17,7 +17,7 @@
  *   - merge.cuh on the device equals topk_merge on received lists of 1 to
  *     16 ranks with ties, signed zeros and padding (the several-rank part
  *     of the merge, which needs no NCCL);
- *   - topk_end_merged over NCCL equals topk_end + comm_topk_reduce_scatter
+ *   - topk_end_merged over NCCL equals topk_end + exchange_topk_reduce_scatter
  *     over MPI, bit for bit, for every metric, with ties (repeated base
  *     rows) and padding (k above the base size);
  *   - errors: the hook refuses the MPI transport; a send that nobody
@@ -35,7 +35,7 @@
 #include <cuda_runtime_api.h>
 
 #include "app/comm.h"
-#include "app/status.h"
+#include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/nccl_transport.h"
@@ -47,6 +47,8 @@
 #define SKIP_CODE 77
 
 static int device = 0;
+static xj_comm comm;     /* one rank, one grid row */
+static MPI_Comm world;
 
 static int same_f32(float a, float b)
 {
@@ -76,10 +78,12 @@ static int from_device(void *host, const void *d, size_t bytes)
 
 static int open_nccl(xj_transport *t, double timeout_s)
 {
+	xj_group row;
 	xj_status st;
 
 	xj_ok(&st);
-	if (nccl_transport_open(MPI_COMM_WORLD, device, timeout_s, t, &st)) {
+	comm_row_group(&comm, &row);
+	if (nccl_transport_open(&row, device, timeout_s, t, &st)) {
 		printf("\n  nccl_transport_open: %s", st.msg);
 		return -1;
 	}
@@ -233,7 +237,7 @@ static void test_device_merge(void)
 /* ---- the hook against the host path -------------------------------------- */
 
 /* Local lists of q x b through the CUDA backend, ended either by
- * topk_end + comm_topk_reduce_scatter over MPI or by topk_end_merged
+ * topk_end + exchange_topk_reduce_scatter over MPI or by topk_end_merged
  * over NCCL; (okey, oidx) get the merged part. */
 static int hook_run(const xj_backend_cfg *cfg, const float *q, int64_t nq,
 		    const float *b, int64_t nb, const xj_transport *t,
@@ -262,8 +266,8 @@ static int hook_run(const xj_backend_cfg *cfg, const float *q, int64_t nq,
 		rc = be->topk_end_merged(be, t, okey, oidx, row0, nrows, st);
 	else if (!rc)
 		rc = be->topk_end(be, key, idx, st) ||
-		     comm_topk_reduce_scatter(t, nq, k, key, idx, okey, oidx,
-					      row0, nrows, st);
+		     exchange_topk_reduce_scatter(t, nq, k, key, idx, okey,
+						  oidx, row0, nrows, st);
 	if (be)
 		be->release(be);
 	free(key);
@@ -286,7 +290,7 @@ static void test_hook(void)
 	CU_ASSERT_FATAL(q && b && mk && nk && mi && ni);
 	/* the second half of the base repeats the first: ties everywhere */
 	memcpy(b + nb / 2 * d, b, sizeof(float) * (size_t)(nb / 2 * d));
-	comm_mpi_transport(MPI_COMM_WORLD, &mpi);
+	comm_mpi_transport(&world, &mpi);
 	CU_ASSERT_FATAL(open_nccl(&nccl, 60) == 0);
 	for (size_t mj = 0; mj < 4; mj++)
 		for (size_t ki = 0; ki < 3; ki++) {
@@ -361,7 +365,7 @@ static void test_errors(void)
 	xj_ok(&st);
 	CU_ASSERT_FATAL(backend_cuda_create(&cfg, device, 0.9, &be, &st) == XJ_OK);
 	CU_ASSERT_PTR_NOT_NULL(be->topk_end_merged);
-	comm_mpi_transport(MPI_COMM_WORLD, &mpi);
+	comm_mpi_transport(&world, &mpi);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &r, &st), XJ_OK);
 	CU_ASSERT_EQUAL(be->topk_add(be, &r, &st), XJ_OK);
 	CU_ASSERT_EQUAL(be->topk_end_merged(be, &mpi, key, idx, &row0, &rows,
@@ -400,6 +404,7 @@ static void test_errors(void)
 
 static int finish(int code)
 {
+	comm_release(&comm);
 	MPI_Finalize();
 	return code;
 }
@@ -415,10 +420,17 @@ int main(int argc, char **argv)
 {
 	char reason[512], line[512];
 	int ndev = 0, nranks = 0;
+	xj_status st;
 
 	if (MPI_Init(&argc, &argv) != MPI_SUCCESS)
 		return 1;
-	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+	world = MPI_COMM_WORLD;
+	MPI_Comm_size(world, &nranks);
+	xj_ok(&st);
+	if (comm_init(&comm, &st) || comm_grid(&comm, nranks, &st)) {
+		printf("comm: %s\n", st.msg);
+		return finish(1);
+	}
 	backend_cuda_probe(&ndev, reason, sizeof(reason));
 	if (ndev == 0) {
 		printf("SKIPPED: %s\n", reason);

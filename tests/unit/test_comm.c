@@ -1,5 +1,6 @@
 /*
- * test_comm.c: the top-k reduce-scatter over MPI and error agreement.
+ * test_comm.c: the top-k reduce-scatter over MPI, error agreement, and a
+ * grid row as a transport's start-up group.
  * Run under mpirun -np 1 and -np 3: every rank holds lists of the same
  * rows against its own base shard; after the merge each rank's part must
  * equal the merge computed locally from all ranks' lists.
@@ -11,7 +12,6 @@
 #include <string.h>
 
 #include "app/comm.h"
-#include "app/plan.h"
 #include "kernels/topk.h"
 
 static xj_comm comm;
@@ -37,6 +37,7 @@ static void test_reduce_scatter(void)
 	int64_t *idx = malloc(rows * k * sizeof(int64_t));
 	float *ok = malloc((rows / p + 1) * k * sizeof(float));
 	int64_t *oi = malloc((rows / p + 1) * k * sizeof(int64_t));
+	MPI_Comm world = MPI_COMM_WORLD;
 	xj_transport t;
 	xj_status st;
 
@@ -45,9 +46,12 @@ static void test_reduce_scatter(void)
 		make_list(comm.rank, i, k, key + i * k, idx + i * k);
 	memset(ok, 0xff, (rows / p + 1) * k * sizeof(float));
 	memset(oi, 0x7f, (rows / p + 1) * k * sizeof(int64_t));
-	comm_mpi_transport(MPI_COMM_WORLD, &t);
-	CU_ASSERT_EQUAL(comm_topk_reduce_scatter(&t, rows, k, key, idx, ok,
-						 oi, &row0, &nrows, &st),
+	comm_mpi_transport(&world, &t);
+	CU_ASSERT_STRING_EQUAL(t.name, "mpi");
+	CU_ASSERT_EQUAL(t.size, p);
+	CU_ASSERT_EQUAL(t.rank, comm.rank);
+	CU_ASSERT_EQUAL(exchange_topk_reduce_scatter(&t, rows, k, key, idx, ok,
+						     oi, &row0, &nrows, &st),
 			XJ_OK);
 	for (int64_t r = 0; r < nrows; r++) {
 		float lk[64][4], want_k[4];
@@ -90,6 +94,32 @@ static void test_agree(void)
 	CU_ASSERT_STRING_EQUAL(st.msg, "bad row on the last rank");
 }
 
+/* Rows of 2 ranks where the count is even, else one row of all: group
+ * rank 0's bytes reach its whole row. */
+static void test_row_group(void)
+{
+	int pc = comm.nranks % 2 == 0 ? 2 : comm.nranks;
+	unsigned char buf[37];
+	xj_group g;
+	xj_status st;
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL_FATAL(comm_grid(&comm, pc, &st), XJ_OK);
+	comm_row_group(&comm, &g);
+	CU_ASSERT_EQUAL(g.size, pc);
+	CU_ASSERT_EQUAL(g.rank, comm.rank % pc);
+	CU_ASSERT_EQUAL(g.world_rank, comm.rank);
+	CU_ASSERT_STRING_EQUAL(g.host, comm.host);
+	/* row r's rank 0 is world rank r * pc: its pattern, poison elsewhere */
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = g.rank == 0 ? (unsigned char)(comm.rank + 3 * i) : 0xa5;
+	CU_ASSERT_EQUAL(g.bcast0(&g, buf, sizeof(buf), &st), XJ_OK);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		CU_ASSERT_EQUAL(buf[i], (unsigned char)(comm.rank - g.rank +
+							3 * i));
+	CU_ASSERT_EQUAL(g.bcast0(&g, buf, -1, &st), XJ_EXIT_INTERNAL);
+}
+
 int main(int argc, char **argv)
 {
 	CU_pSuite s;
@@ -103,7 +133,8 @@ int main(int argc, char **argv)
 		return 1;
 	s = CU_add_suite("comm", NULL, NULL);
 	if (!s || !CU_add_test(s, "reduce-scatter merge", test_reduce_scatter) ||
-	    !CU_add_test(s, "error agreement", test_agree))
+	    !CU_add_test(s, "error agreement", test_agree) ||
+	    !CU_add_test(s, "grid row group", test_row_group))
 		return 1;
 	CU_basic_set_mode(comm.rank == 0 ? CU_BRM_VERBOSE : CU_BRM_SILENT);
 	CU_basic_run_tests();

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/job.h"
+#include "config/job.h"
 #include "app/options.h"
 #include "config/config.h"
 

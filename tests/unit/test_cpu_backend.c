@@ -18,7 +18,7 @@
 
 #include "unit.h"
 #include "testdata.h"
-#include "app/status.h"
+#include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/metric.h"
 #include "kernels/topk.h"

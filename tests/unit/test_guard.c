@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../../app/guard.h"
-#include "../../app/status.h"
+#include "../../config/status.h"
 #include "unit.h"
 
 /* Run fn in a child with stderr in a pipe; its wait status, and its

@@ -16,7 +16,7 @@
 #define TESTDATA_SEED 0x9e3779b97f4a7c15ull
 #include "unit.h"
 #include "testdata.h"
-#include "app/status.h"
+#include "config/status.h"
 #include "kernels/metric.h"
 
 /* ---- data ---------------------------------------------------------- */

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/job.h"
+#include "config/job.h"
 #include "app/options.h"
 #include "version.h"
 

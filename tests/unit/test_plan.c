@@ -22,7 +22,7 @@ static void test_block_covers(void)
 			int64_t next = 0, s, c, lo = INT64_MAX, hi = 0;
 
 			for (int64_t i = 0; i < parts; i++) {
-				plan_block(total, parts, i, &s, &c);
+				split_block(total, parts, i, &s, &c);
 				CU_ASSERT_EQUAL(s, next);
 				next = s + c;
 				lo = c < lo ? c : lo;

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "app/job.h"
+#include "config/job.h"
 
 #ifndef TESTDATA_SEED
 #define TESTDATA_SEED 0x1234abcdull
