@@ -18,7 +18,8 @@ ctest timeout kills with SIGKILL).
 
 Cases:
   batch    GloVe (glove-100d-100k.h5, else data/glove-demo.h5), 2 tasks,
-           `sbatch --wait` with XJOIN_LAUNCHER=srun and then mpirun: exit 0,
+           `sbatch --wait --nodes=1 --ntasks-per-node=2` with
+           XJOIN_LAUNCHER=srun and `sbatch --wait -N 1 -n 2` with mpirun: exit 0,
            job COMPLETED, output bit for bit equal to the same job run
            directly with mpiexec and, for its first query rows, to
            tests/integration/reference.py
@@ -182,6 +183,7 @@ def teardown(folder, env=None):
     if pids:
         say("teardown: SIGKILL to %s" % " ".join(map(str, pids)))
         _signal_all(pids, signal.SIGKILL)
+    remove_munge_dir(folder)
     with open(os.path.join(folder, "teardown.done"), "w"):
         pass
 
@@ -200,6 +202,44 @@ def watchdog_main(folder, after_pid):
     if os.path.isdir(folder) and not os.path.exists(done):
         teardown(folder)
     return 0
+
+
+def searchable_by_all(path):
+    """Whether every folder from / down to path is open (x) to all, as
+    munged requires of the folders above its socket."""
+    path = os.path.abspath(path)
+    while True:
+        try:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+def munge_parent():
+    """A folder for munged's socket that every user can reach, whatever
+    the checkout's own folders allow (a clone under /root or inside a
+    `mktemp -d` is not reachable)."""
+    for cand in ("/run", tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if os.path.isdir(cand) and searchable_by_all(cand) and \
+           os.access(cand, os.W_OK):
+            return cand
+    raise Skip("no folder open to all users for munged's socket "
+               "(tried /run, /tmp, /var/tmp)")
+
+
+def remove_munge_dir(folder):
+    """Remove the munge folder the cluster in folder named (munge.dir)."""
+    try:
+        with open(os.path.join(folder, "munge.dir")) as f:
+            mdir = f.read().strip()
+    except OSError:
+        return
+    if os.path.basename(mdir).startswith("xjoin-munge-"):
+        shutil.rmtree(mdir, ignore_errors=True)
 
 
 def free_ports(n):
@@ -232,7 +272,6 @@ class Cluster:
     def __init__(self, workdir, keep):
         os.makedirs(workdir, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix="slurm-", dir=workdir)
-        # munged wants every folder above its socket open to all
         os.chmod(self.dir, 0o755)
         self.keep = keep
         self.conf = self.path("slurm.conf")
@@ -262,8 +301,14 @@ class Cluster:
                            stdout=log, stderr=subprocess.STDOUT, check=True)
 
     def _write_munge(self):
-        d = self.path("munge")
-        os.mkdir(d, 0o755)
+        # munged wants every folder above its socket open to all, which
+        # the checkout's folders need not be: its folder lives apart,
+        # named in munge.dir so that teardown (also the watchdog's)
+        # removes it; its log stays with the cluster's
+        d = tempfile.mkdtemp(prefix="xjoin-munge-", dir=munge_parent())
+        os.chmod(d, 0o755)
+        with open(self.path("munge.dir"), "w") as f:
+            f.write(d + "\n")
         key = os.path.join(d, "munge.key")
         with open(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
             f.write(os.urandom(1024))
@@ -414,9 +459,10 @@ def job_env(cl, xjoin, launcher):
     return env
 
 
-def sbatch_argv(args, log, extra, xjoin_argv):
-    return (["sbatch", "--wait", "--parsable", "--nodes=1",
-             "--ntasks-per-node=2", "--output", log] + extra +
+def sbatch_argv(args, log, extra, xjoin_argv,
+                layout=("--nodes=1", "--ntasks-per-node=2")):
+    return (["sbatch", "--wait", "--parsable"] + list(layout) +
+            ["--output", log] + extra +
             [os.path.join(args.source, "scripts", "slurm", "xjoin.sbatch")] +
             [str(a) for a in xjoin_argv])
 
@@ -501,12 +547,14 @@ def case_batch(args, cl, ck):
     say("reference.py on the first %d queries: %.1f s, %d entries differ"
         % (len(q), time.time() - t0, bad))
 
-    for launcher in ("srun", "mpirun"):
-        what = "sbatch (%s)" % launcher
+    # the layouts users type: -N with --ntasks-per-node, and a plain -n
+    for launcher, layout in (("srun", ("--nodes=1", "--ntasks-per-node=2")),
+                             ("mpirun", ("-N", "1", "-n", "2"))):
+        what = "sbatch %s (%s)" % (" ".join(layout), launcher)
         out = cl.path("out-%s.h5" % launcher)
         log = cl.path("job-%s.log" % launcher)
         argv = sbatch_argv(args, log, ["--job-name=xj-" + launcher],
-                           job + ["-o", out])
+                           job + ["-o", out], layout)
         t0 = time.time()
         p = subprocess.run(argv, env=job_env(cl, args.xjoin, launcher),
                            capture_output=True, text=True, timeout=600)
@@ -689,6 +737,7 @@ def main():
                        "and munged as root (SlurmUser=root)")
         if not which("setsid"):
             raise Skip("no setsid (util-linux) for the teardown watchdog")
+        munge_parent()
         ensure_slurm()
     except Skip as e:
         say("SKIPPED: %s" % e)
