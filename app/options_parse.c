@@ -1,11 +1,7 @@
 /*
- * options.c: the option table and what it drives: the command-line parser
- * (getopt_long), the setter INI job files share, and --help.
- *
- * One row per option: its long name (which is also its INI key), short
- * letter, value kind, the xj_job field it sets, the commands that accept
- * it and the text --help shows. Adding an option is adding a row here,
- * plus its cross-checks, if any, in job_check().
+ * options_parse.c: argv and job files into an xj_job: the command line
+ * through getopt_long, a job file named by -c through config_load and
+ * options_set, and the checks of each value (syntax, range) on the way.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,237 +10,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "../config/config.h"
+#include "options_int.h"
 #include "version.h"
-
-/* Command bits: which commands accept an option, and for which it is
- * required (for the usage line). 'plan' accepts what its target accepts. */
-#define T (1u << XJ_CMD_TOPK)
-#define M (1u << XJ_CMD_MATRIX)
-#define P (1u << XJ_CMD_PLAN)
-#define G (1u << XJ_CMD_GEN)
-#define D (1u << XJ_CMD_DEVICES)
-#define I (1u << XJ_CMD_INSPECT)
-
-enum opt_kind {
-	K_INPUT,      /* FILE[:DATASET] spec, kept raw; clears the dataset */
-	K_PATH,       /* a path */
-	K_INT64,      /* integer in [lo, hi] */
-	K_INT,        /* int field, integer in [lo, hi] */
-	K_SEED,       /* uint64 field, integer in [lo, hi] */
-	K_SIZE,       /* bytes, optional K/M/G/T binary suffix, > 0 */
-	K_FRACTION,   /* double in (0, 1] */
-	K_THRESHOLD,  /* finite double, or "none" */
-	K_METRIC,
-	K_DEVICE,     /* auto, gpu or cpu */
-	K_PRECISION,  /* fp32, tf32, bf16 or fp16 */
-	K_FLAG,       /* int field set to 1 (command line) or a boolean */
-	K_NOT_FLAG,   /* int field set to 0: --quiet clears progress */
-	K_CONFIG,     /* command line only: the job file */
-	K_HELP,       /* command line only */
-	K_VERSION,    /* command line only */
-};
-
-enum opt_group { GROUP_JOB, GROUP_RESOURCES, GROUP_GENERAL };
-
-struct opt {
-	const char *name;         /* long option and INI key */
-	int short_name;           /* 0: none */
-	enum opt_kind kind;
-	size_t offset;            /* field in xj_job */
-	size_t dset_offset;       /* K_INPUT: the dataset field it clears */
-	int64_t lo, hi;           /* integer kinds */
-	unsigned cmds;            /* commands accepting it (T, M, G, D) */
-	unsigned required;        /* commands needing it (T, M, P, G) */
-	enum opt_group group;
-	const char *metavar;      /* NULL for flags */
-	const char *help;         /* '\n' continues on an indented line */
-	const char *def;          /* default shown by --help, or NULL */
-};
-
-#define AT(field) offsetof(xj_job, field)
-
-static const struct opt opts[] = {
-	{ .name = "query", .short_name = 'q', .kind = K_INPUT,
-	  .offset = AT(query_file), .dset_offset = AT(query_dset),
-	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
-	  .metavar = "QUERIES",
-	  .help = "query rows, FILE[:DATASET]; DATASET defaults to\n"
-		  "'test', else the only 2-D dataset in FILE" },
-	{ .name = "base", .short_name = 'b', .kind = K_INPUT,
-	  .offset = AT(base_file), .dset_offset = AT(base_dset),
-	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
-	  .metavar = "BASE",
-	  .help = "base rows, FILE[:DATASET]; DATASET defaults to\n"
-		  "'train', else the only 2-D dataset in FILE" },
-	{ .name = "k", .short_name = 'k', .kind = K_INT64, .offset = AT(k),
-	  .lo = 1, .hi = INT64_MAX, .cmds = T, .required = T,
-	  .group = GROUP_JOB, .metavar = "K",
-	  .help = "neighbours kept per query row, >= 1; rows with\n"
-		  "fewer passing the threshold are padded with -1" },
-	{ .name = "metric", .short_name = 'm', .kind = K_METRIC,
-	  .offset = AT(metric), .cmds = T | M, .group = GROUP_JOB,
-	  .metavar = "METRIC",
-	  .help = "l2, sqeuclidean, cosine (1 - cos) or ip\n"
-		  "(inner product, larger is better)",
-	  .def = "l2" },
-	{ .name = "threshold", .short_name = 't', .kind = K_THRESHOLD,
-	  .offset = AT(threshold), .cmds = T, .group = GROUP_JOB,
-	  .metavar = "THRESHOLD",
-	  .help = "keep only pairs scoring <= THRESHOLD (ip: >=),\n"
-		  "in the metric's own units",
-	  .def = "none" },
-	{ .name = "self", .kind = K_FLAG, .offset = AT(self), .cmds = T,
-	  .group = GROUP_JOB,
-	  .help = "skip pairs (i, i): for joining a set with itself" },
-	{ .name = "rows", .kind = K_INT64, .offset = AT(gen_rows), .lo = 1,
-	  .hi = INT64_MAX, .cmds = G, .required = G, .group = GROUP_JOB,
-	  .metavar = "N", .help = "base rows to write (dataset /train)" },
-	{ .name = "dim", .kind = K_INT64, .offset = AT(gen_dim), .lo = 1,
-	  .hi = INT64_MAX, .cmds = G, .required = G, .group = GROUP_JOB,
-	  .metavar = "D", .help = "dimension of every row" },
-	{ .name = "queries", .kind = K_INT64, .offset = AT(gen_queries),
-	  .lo = 0, .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB,
-	  .metavar = "NQ", .help = "query rows to write (dataset /test)",
-	  .def = "0" },
-	{ .name = "clusters", .kind = K_INT64, .offset = AT(gen_clusters),
-	  .lo = 0, .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB,
-	  .metavar = "C",
-	  .help = "0: Gaussian noise; C > 0: C Gaussian blobs", .def = "0" },
-	{ .name = "seed", .kind = K_SEED, .offset = AT(seed), .lo = 0,
-	  .hi = INT64_MAX, .cmds = G, .group = GROUP_JOB, .metavar = "S",
-	  .help = "random seed; the same seed writes the same file",
-	  .def = "2026" },
-	/* a second --rows: rows sharing a name differ in their commands */
-	{ .name = "rows", .kind = K_INT64, .offset = AT(inspect_rows),
-	  .lo = 0, .hi = INT64_MAX, .cmds = I, .group = GROUP_JOB,
-	  .metavar = "N",
-	  .help = "query rows shown: their first 10 pairs (topk)\n"
-		  "or first 8 values (matrix)",
-	  .def = "5" },
-	{ .name = "json", .kind = K_FLAG, .offset = AT(json), .cmds = I,
-	  .group = GROUP_JOB,
-	  .help = "the same facts as one JSON object on stdout" },
-	{ .name = "output", .short_name = 'o', .kind = K_PATH,
-	  .offset = AT(output), .cmds = T | M | G, .required = T | M | G,
-	  .group = GROUP_JOB, .metavar = "OUT.h5",
-	  .help = "HDF5 file to write (as OUT.h5.partial until done)" },
-	{ .name = "force", .kind = K_FLAG, .offset = AT(force),
-	  .cmds = T | M | G, .group = GROUP_JOB,
-	  .help = "replace an existing output file" },
-	{ .name = "resume", .kind = K_FLAG, .offset = AT(resume),
-	  .cmds = T | M, .group = GROUP_JOB,
-	  .help = "continue the interrupted run of this job from\n"
-		  "OUT.h5.progress (starts fresh when there is none)" },
-	{ .name = "checkpoint-seconds", .kind = K_INT64,
-	  .offset = AT(checkpoint_s), .lo = 0, .hi = INT64_MAX,
-	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "S",
-	  .help = "record progress at most every S seconds (and\n"
-		  "always when interrupted); 0: after every chunk",
-	  .def = "60" },
-	{ .name = "mem-limit", .kind = K_SIZE, .offset = AT(mem_limit_bytes),
-	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "SIZE",
-	  .help = "memory budget per rank: bytes, or with a suffix\n"
-		  "K, M, G, T (binary: 1K = 1024), e.g. 512M, 2G",
-	  .def = "available x fraction" },
-	{ .name = "mem-fraction", .kind = K_FRACTION,
-	  .offset = AT(mem_fraction), .cmds = T | M, .group = GROUP_RESOURCES,
-	  .metavar = "F",
-	  .help = "share of available memory used without\n"
-		  "--mem-limit, 0 < F <= 1",
-	  .def = "0.8" },
-	{ .name = "chunk-rows", .kind = K_INT64, .offset = AT(chunk_rows),
-	  .lo = 1, .hi = INT64_MAX, .cmds = T | M,
-	  .group = GROUP_RESOURCES, .metavar = "ROWS",
-	  .help = "force chunks of ROWS rows (tests); results stay\n"
-		  "the same, only speed and memory change",
-	  .def = "auto" },
-	{ .name = "device", .kind = K_DEVICE, .offset = AT(device),
-	  .cmds = T | M | D, .group = GROUP_RESOURCES, .metavar = "DEVICE",
-	  .help = "auto: a GPU per rank when every rank has one,\n"
-		  "else the CPU; gpu: a GPU or an error; cpu",
-	  .def = "auto" },
-	{ .name = "gpu-mem-fraction", .kind = K_FRACTION,
-	  .offset = AT(gpu_mem_fraction), .cmds = T | M,
-	  .group = GROUP_RESOURCES, .metavar = "F",
-	  .help = "share of a GPU's free memory used, 0 < F <= 1",
-	  .def = "0.8" },
-	{ .name = "gpu-share", .kind = K_FLAG, .offset = AT(gpu_share),
-	  .cmds = T | M | D, .group = GROUP_RESOURCES,
-	  .help = "let more ranks of a node than it has GPUs\n"
-		  "share them (round robin)" },
-	{ .name = "precision", .kind = K_PRECISION, .offset = AT(precision),
-	  .cmds = T, .group = GROUP_RESOURCES, .metavar = "P",
-	  .help = "GPU GEMM that proposes candidates: fp32, tf32,\n"
-		  "bf16 or fp16; results are rescored exactly",
-	  .def = "fp32" },
-	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
-	  .hi = INT_MAX, .cmds = T | M | G | D, .group = GROUP_RESOURCES,
-	  .metavar = "N", .help = "OpenMP threads per rank",
-	  .def = "OMP_NUM_THREADS, else the rank's cores" },
-	{ .name = "report-json", .kind = K_PATH, .offset = AT(report_json),
-	  .cmds = T | M, .group = GROUP_GENERAL, .metavar = "FILE",
-	  .help = "also write the final report as JSON to FILE" },
-	{ .name = "config", .short_name = 'c', .kind = K_CONFIG,
-	  .cmds = T | M | G | D, .group = GROUP_GENERAL, .metavar = "FILE",
-	  .help = "INI job file of `option = value` lines; the rest\n"
-		  "of the command line wins, wherever -c stands" },
-	{ .name = "quiet", .kind = K_NOT_FLAG, .offset = AT(progress),
-	  .cmds = T | M | G | D, .group = GROUP_GENERAL,
-	  .help = "no progress lines on stderr" },
-	{ .name = "help", .short_name = 'h', .kind = K_HELP,
-	  .cmds = T | M | G | D | I, .group = GROUP_GENERAL,
-	  .help = "show this help and exit" },
-	{ .name = "version", .kind = K_VERSION, .cmds = T | M | G | D | I,
-	  .group = GROUP_GENERAL, .help = "show the version and exit" },
-};
-
-#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
-
-static const struct command {
-	const char *name;
-	xj_command cmd;
-	const char *summary;
-} commands[] = {
-	{ "topk", XJ_CMD_TOPK,
-	  "the k nearest base rows of every query row (exact)" },
-	{ "matrix", XJ_CMD_MATRIX,
-	  "the full query x base distance matrix" },
-	{ "plan", XJ_CMD_PLAN,
-	  "print the rank grid, chunks and memory of topk or matrix;\n"
-	  "compute nothing" },
-	{ "gen", XJ_CMD_GEN,
-	  "write random vectors (/train, /test) for tests and benchmarks" },
-	{ "devices", XJ_CMD_DEVICES,
-	  "one line per rank: the GPU it would use, or why none is\n"
-	  "usable; computes nothing" },
-	{ "inspect", XJ_CMD_INSPECT,
-	  "describe an output (attributes, datasets, first rows) and\n"
-	  "check every row; or an unfinished run's progress" },
-};
-
-#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
-
-/* Why each exit code happens; the names come from xj_exit_name(). */
-static const struct {
-	int code;
-	const char *why;
-} exit_codes[] = {
-	{ XJ_OK, "the job ran to the end" },
-	{ XJ_EXIT_INTERNAL, "a bug or an unexpected library failure" },
-	{ XJ_EXIT_USAGE, "bad option, bad job file, existing output" },
-	{ XJ_EXIT_INPUT, "missing or invalid input file or values" },
-	{ XJ_EXIT_RESOURCE, "memory, disk, output not writable" },
-	{ XJ_EXIT_INTERRUPTED, "stopped by a signal; rerun with --resume" },
-};
 
 /* --- lookups --- */
 
@@ -253,19 +27,9 @@ static const struct command *command_find(const char *name)
 	size_t i;
 
 	for (i = 0; i < N_COMMANDS; i++)
-		if (strcmp(commands[i].name, name) == 0)
-			return &commands[i];
+		if (strcmp(options_commands[i].name, name) == 0)
+			return &options_commands[i];
 	return NULL;
-}
-
-static const char *command_name(xj_command cmd)
-{
-	size_t i;
-
-	for (i = 0; i < N_COMMANDS; i++)
-		if (commands[i].cmd == cmd)
-			return commands[i].name;
-	return "xjoin";
 }
 
 static const struct opt *opt_find(const char *name)
@@ -273,8 +37,8 @@ static const struct opt *opt_find(const char *name)
 	size_t i;
 
 	for (i = 0; i < N_OPTS; i++)
-		if (strcmp(opts[i].name, name) == 0)
-			return &opts[i];
+		if (strcmp(options_table[i].name, name) == 0)
+			return &options_table[i];
 	return NULL;
 }
 
@@ -282,7 +46,7 @@ static const struct opt *opt_find(const char *name)
  * the table index for options that have none. */
 static int opt_val(const struct opt *o)
 {
-	return o->short_name ? o->short_name : 256 + (int)(o - opts);
+	return o->short_name ? o->short_name : 256 + (int)(o - options_table);
 }
 
 static const struct opt *opt_by_val(int val)
@@ -290,8 +54,8 @@ static const struct opt *opt_by_val(int val)
 	size_t i;
 
 	for (i = 0; i < N_OPTS; i++)
-		if (opt_val(&opts[i]) == val)
-			return &opts[i];
+		if (opt_val(&options_table[i]) == val)
+			return &options_table[i];
 	return NULL;
 }
 
@@ -318,9 +82,10 @@ static unsigned job_accepts(const xj_job *job)
 static void job_command_label(const xj_job *job, char *buf, size_t size)
 {
 	if (job->command == XJ_CMD_PLAN && job->plan_of != XJ_CMD_NONE)
-		snprintf(buf, size, "plan %s", command_name(job->plan_of));
+		snprintf(buf, size, "plan %s",
+			 options_command_name(job->plan_of));
 	else
-		snprintf(buf, size, "%s", command_name(job->command));
+		snprintf(buf, size, "%s", options_command_name(job->command));
 }
 
 /* --- values --- */
@@ -525,9 +290,9 @@ static const struct opt *opt_for_job(const struct opt *o, const xj_job *job)
 	if (o->cmds & accepts)
 		return o;
 	for (i = 0; i < N_OPTS; i++)
-		if (strcmp(opts[i].name, o->name) == 0 &&
-		    (opts[i].cmds & accepts))
-			return &opts[i];
+		if (strcmp(options_table[i].name, o->name) == 0 &&
+		    (options_table[i].cmds & accepts))
+			return &options_table[i];
 	return o;
 }
 
@@ -663,17 +428,17 @@ static void build_getopt(struct option *longopts, char *shortopts)
 
 	*s++ = ':';   /* report a missing value as ':', not '?' */
 	for (i = 0; i < N_OPTS; i++) {
-		if (opt_find(opts[i].name) != &opts[i])
+		if (opt_find(options_table[i].name) != &options_table[i])
 			continue;
-		longopts[n].name = opts[i].name;
-		longopts[n].has_arg = opt_takes_value(&opts[i]) ?
+		longopts[n].name = options_table[i].name;
+		longopts[n].has_arg = opt_takes_value(&options_table[i]) ?
 				      required_argument : no_argument;
 		longopts[n].flag = NULL;
-		longopts[n].val = opt_val(&opts[i]);
+		longopts[n].val = opt_val(&options_table[i]);
 		n++;
-		if (opts[i].short_name) {
-			*s++ = (char)opts[i].short_name;
-			if (opt_takes_value(&opts[i]))
+		if (options_table[i].short_name) {
+			*s++ = (char)options_table[i].short_name;
+			if (opt_takes_value(&options_table[i]))
 				*s++ = ':';
 		}
 	}
@@ -688,8 +453,8 @@ static int prefix_matches(const char *text, size_t len)
 	int n = 0;
 
 	for (i = 0; i < N_OPTS; i++)
-		n += strncmp(opts[i].name, text, len) == 0 &&
-		     opt_find(opts[i].name) == &opts[i];
+		n += strncmp(options_table[i].name, text, len) == 0 &&
+		     opt_find(options_table[i].name) == &options_table[i];
 	return n;
 }
 
@@ -918,7 +683,8 @@ static void add_hint(const xj_job *job, xj_status *st)
 			 " (see xjoin --help)");
 	else
 		snprintf(st->msg + len, sizeof(st->msg) - len,
-			 " (see xjoin %s --help)", command_name(job->command));
+			 " (see xjoin %s --help)",
+			 options_command_name(job->command));
 }
 
 static int parse_argv(int argc, char **argv, xj_job *job, int *action,
@@ -973,219 +739,4 @@ int options_parse(int argc, char **argv, xj_job *job, int *action, FILE *out,
 	if (parse_argv(argc, argv, job, action, out, st))
 		add_hint(job, st);
 	return st->code;
-}
-
-/* --- help --- */
-
-/* Options shown for cmd: those of both commands for plan. */
-static unsigned help_mask(xj_command cmd)
-{
-	return cmd == XJ_CMD_PLAN ? (T | M) : 1u << cmd;
-}
-
-/* "-q, --query QUERIES" or "    --self" */
-static void help_left(const struct opt *o, char *buf, size_t size)
-{
-	char shortpart[8] = "    ";
-
-	if (o->short_name)
-		snprintf(shortpart, sizeof(shortpart), "-%c, ", o->short_name);
-	snprintf(buf, size, "%s--%s%s%s", shortpart, o->name,
-		 o->metavar ? " " : "", o->metavar ? o->metavar : "");
-}
-
-/* "-q QUERIES", "--self" */
-static void usage_word(const struct opt *o, char *buf, size_t size)
-{
-	if (o->short_name)
-		snprintf(buf, size, "-%c", o->short_name);
-	else
-		snprintf(buf, size, "--%s", o->name);
-	if (o->metavar)
-		snprintf(buf + strlen(buf), size - strlen(buf), " %s",
-			 o->metavar);
-}
-
-/* Prints " word" (or "\n   ... word" past 79 columns); returns the column. */
-static int usage_put(FILE *out, int col, int indent, const char *word)
-{
-	int len = (int)strlen(word) + 1;
-
-	if (col + len > 79) {
-		fprintf(out, "\n%*s", indent, "");
-		col = indent;
-	}
-	fprintf(out, " %s", word);
-	return col + len;
-}
-
-static void help_usage(FILE *out, xj_command cmd)
-{
-	unsigned mask = help_mask(cmd), req = 1u << cmd;
-	char word[64], shown[72];
-	int col, indent;
-	size_t i;
-
-	col = fprintf(out, "usage: xjoin %s", command_name(cmd));
-	indent = col;
-	if (cmd == XJ_CMD_PLAN)
-		col = usage_put(out, col, indent, "[topk|matrix]");
-	if (cmd == XJ_CMD_INSPECT)
-		col = usage_put(out, col, indent, "FILE");
-	for (i = 0; i < N_OPTS; i++) {
-		if (opts[i].group != GROUP_JOB || !(opts[i].cmds & mask))
-			continue;
-		usage_word(&opts[i], word, sizeof(word));
-		snprintf(shown, sizeof(shown),
-			 opts[i].required & req ? "%s" : "[%s]", word);
-		col = usage_put(out, col, indent, shown);
-	}
-	usage_put(out, col, indent, "[options]");
-	fputc('\n', out);
-}
-
-/* Prints text, continuing each '\n' on a line indented by indent. */
-static void print_indented(FILE *out, const char *text, int indent)
-{
-	const char *nl;
-
-	while ((nl = strchr(text, '\n')) != NULL) {
-		fprintf(out, "%.*s\n%*s", (int)(nl - text), text, indent, "");
-		text = nl + 1;
-	}
-	fputs(text, out);
-}
-
-static int help_width(unsigned mask)
-{
-	char left[128];
-	int w = 0;
-	size_t i;
-
-	for (i = 0; i < N_OPTS; i++) {
-		if (!(opts[i].cmds & mask))
-			continue;
-		help_left(&opts[i], left, sizeof(left));
-		if ((int)strlen(left) > w)
-			w = (int)strlen(left);
-	}
-	return w;
-}
-
-/* " [default: X]" after the help, or under it when the line would pass
- * 79 columns. */
-static void help_default(FILE *out, const struct opt *o, int indent)
-{
-	const char *last = strrchr(o->help, '\n');
-	size_t used = (size_t)indent + strlen(last ? last + 1 : o->help);
-
-	if (!o->def)
-		return;
-	if (used + strlen(" [default: ]") + strlen(o->def) > 79)
-		fprintf(out, "\n%*s", indent - 1, "");
-	fprintf(out, " [default: %s]", o->def);
-}
-
-static void help_group(FILE *out, xj_command cmd, enum opt_group group,
-		       const char *title)
-{
-	unsigned mask = help_mask(cmd);
-	int width = help_width(mask), any = 0;
-	char left[128];
-	size_t i;
-
-	for (i = 0; i < N_OPTS; i++)
-		any |= opts[i].group == group && (opts[i].cmds & mask);
-	if (!any)
-		return;   /* devices has no job options */
-	fprintf(out, "\n%s:\n", title);
-	for (i = 0; i < N_OPTS; i++) {
-		const struct opt *o = &opts[i];
-
-		if (o->group != group || !(o->cmds & mask))
-			continue;
-		help_left(o, left, sizeof(left));
-		fprintf(out, "  %-*s  ", width, left);
-		print_indented(out, o->help, width + 4);
-		help_default(out, o, width + 4);
-		fputc('\n', out);
-	}
-}
-
-static void help_commands(FILE *out)
-{
-	size_t i;
-
-	fprintf(out, "\ncommands:\n");
-	for (i = 0; i < N_COMMANDS; i++) {
-		fprintf(out, "  %-8s ", commands[i].name);
-		print_indented(out, commands[i].summary, 11);
-		fputc('\n', out);
-	}
-}
-
-static void help_exit_codes(FILE *out)
-{
-	size_t i;
-
-	fprintf(out, "\nexit status:\n");
-	for (i = 0; i < sizeof(exit_codes) / sizeof(exit_codes[0]); i++)
-		fprintf(out, "  %d  %-15s %s\n", exit_codes[i].code,
-			xj_exit_name(exit_codes[i].code), exit_codes[i].why);
-}
-
-static void help_top(FILE *out)
-{
-	fprintf(out,
-		"usage: xjoin COMMAND [options]\n"
-		"       xjoin help COMMAND | xjoin COMMAND --help\n"
-		"       xjoin --version\n"
-		"\n"
-		"Exact top-k joins and distance matrices between two sets of\n"
-		"dense vectors stored in HDF5, on one CPU or many MPI ranks,\n"
-		"with a GPU per rank where there are GPUs.\n");
-	help_commands(out);
-	fprintf(out,
-		"\n"
-		"Options come from the command line and from an INI job file\n"
-		"(-c FILE) whose keys are the long option names; the command\n"
-		"line wins over the file, the file over the defaults.\n");
-	help_exit_codes(out);
-}
-
-void options_help(FILE *out, xj_command cmd)
-{
-	size_t i;
-
-	if (cmd == XJ_CMD_NONE) {
-		help_top(out);
-		return;
-	}
-	help_usage(out, cmd);
-	for (i = 0; i < N_COMMANDS; i++) {
-		if (commands[i].cmd != cmd)
-			continue;
-		fputc('\n', out);
-		print_indented(out, commands[i].summary, 0);
-		fputc('\n', out);
-	}
-	if (cmd == XJ_CMD_PLAN)
-		fprintf(out,
-			"\nIt takes the options of the command it plans (topk\n"
-			"when -k is given and no command is named, else matrix);\n"
-			"-o is optional.\n");
-	if (cmd == XJ_CMD_INSPECT)
-		fprintf(out,
-			"\nFILE is an xjoin output (OUT.h5); where there is none,\n"
-			"the OUT.h5.partial and OUT.h5.progress of an unfinished\n"
-			"run are described. Other HDF5 files are listed. Rank 0\n"
-			"reads, in slabs; exit 3 when FILE cannot be read or a row\n"
-			"breaks the output's rules (order, padding, indices).\n");
-	help_group(out, cmd, GROUP_JOB, "job");
-	help_group(out, cmd, GROUP_RESOURCES, "resources");
-	help_group(out, cmd, GROUP_GENERAL, "general");
-	if (cmd != XJ_CMD_INSPECT)   /* it describes a file, runs no job */
-		fprintf(out,
-			"\nEvery option but config, help and version can stand in a\n"
-			"job file as `name = value` (flags: true or false).\n");
 }
