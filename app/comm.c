@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "watch.h"
+
 
 static char self_host[256] = "?";
 static int self_rank = -1;
@@ -24,6 +26,7 @@ _Noreturn void xj_abort(int code, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	fflush(stderr);
+	watch_depart(code ? code : XJ_EXIT_INTERNAL);
 	MPI_Abort(MPI_COMM_WORLD, code ? code : XJ_EXIT_INTERNAL);
 	exit(code ? code : XJ_EXIT_INTERNAL);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../config/status.h"
+#include "watch.h"
 
 #define GUARD_MSG_MAX 1200
 #define GUARD_PATH_MAX 1100
@@ -31,6 +32,7 @@ static void guard_signal(int sig, siginfo_t *info, void *ctx)
 		(void)n;   /* nothing else can be done about it here */
 		if (guard_partial[0])
 			unlink(guard_partial);
+		watch_depart(XJ_EXIT_INPUT);
 		_exit(XJ_EXIT_INPUT);
 	}
 	/* not ours: put the previous handler back (the default, or a

@@ -6,6 +6,9 @@
  *   -> driver (read slabs, backend, merge, write) -> attributes
  *   -> rename into place -> report
  *
+ * While a join runs, every rank's watcher (watch.h) ends the job within a
+ * bound when a rank stops answering (a dead node or link).
+ *
  * Rank 0 resolves the job and probes the inputs; every rank learns the
  * verdict (comm_agree) before any collective step, then receives the job.
  */
@@ -39,6 +42,7 @@
 #include "report.h"
 #include "resume.h"
 #include "version.h"
+#include "watch.h"
 
 /* Print the agreed error once (rank 0) and return its exit code. */
 static int report_error(const xj_comm *c, const xj_status *st)
@@ -545,11 +549,16 @@ int main(int argc, char **argv)
 		device_list(&job, &c, &st);
 	else if (job.command == XJ_CMD_INSPECT)
 		inspect_run(&job, &c, &st);
-	else
+	else if (job.command == XJ_CMD_PLAN)
 		run_join(&job, &c, threads, &st);
+	else {
+		watch_start(&job, &c);
+		run_join(&job, &c, threads, &st);
+	}
 	if (st.code)
 		code = report_error(&c, &st);
 out:
+	watch_end(&c);
 	comm_release(&c);
 	MPI_Finalize();
 	return code;

@@ -21,6 +21,8 @@ static const struct {
 	{ XJ_EXIT_INPUT, "missing or invalid input file or values" },
 	{ XJ_EXIT_RESOURCE, "memory, disk, output not writable" },
 	{ XJ_EXIT_INTERRUPTED, "stopped by a signal; rerun with --resume" },
+	{ XJ_EXIT_LOST, "a rank stopped answering (dead node or link);\n"
+			"rerun with --resume once it is back" },
 };
 
 /* Options shown for cmd: those of both commands for plan. */

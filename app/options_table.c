@@ -99,6 +99,12 @@ const struct opt options_table[] = {
 	  .help = "record progress at most every S seconds (and\n"
 		  "always when interrupted); 0: after every chunk",
 	  .def = "60" },
+	{ .name = "peer-timeout", .kind = K_INT64,
+	  .offset = AT(peer_timeout_s), .lo = 0, .hi = 86400,
+	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "S",
+	  .help = "a rank not heard from for S seconds (dead node\n"
+		  "or link) ends the job, exit 6; 0: never",
+	  .def = "60" },
 	{ .name = "mem-limit", .kind = K_SIZE, .offset = AT(mem_limit_bytes),
 	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "SIZE",
 	  .help = "memory budget per rank: bytes, or with a suffix\n"

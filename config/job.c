@@ -51,6 +51,7 @@ void job_defaults(xj_job *job)
 	job->device = XJ_DEVICE_AUTO;
 	job->gpu_mem_fraction = 0.8;
 	job->checkpoint_s = 60;
+	job->peer_timeout_s = 60;
 	job->progress = 1;
 	job->seed = 2026;
 	job->inspect_rows = 5;
@@ -520,6 +521,20 @@ static void table_resources(struct job_table *t, const xj_job *job,
 		 yes_no(job->progress));
 }
 
+static void table_peer_timeout(struct job_table *t, const xj_job *job,
+			       int nranks)
+{
+	char *v = table_add(t, "peer timeout");
+
+	if (nranks < 2)
+		snprintf(v, JOB_VALUE_MAX, "none needed (one rank)");
+	else if (job->peer_timeout_s == 0)
+		snprintf(v, JOB_VALUE_MAX, "off (a lost rank may hang the job)");
+	else
+		snprintf(v, JOB_VALUE_MAX, "%" PRId64 " s (a rank silent that "
+			 "long ends the job, exit 6)", job->peer_timeout_s);
+}
+
 static void table_fill(struct job_table *t, const xj_job *job, int nranks)
 {
 	xj_command target = job_target(job);
@@ -546,6 +561,7 @@ static void table_fill(struct job_table *t, const xj_job *job, int nranks)
 			 " (continue from OUT.progress if there is one)" : "");
 		snprintf(table_add(t, "checkpoint every"), JOB_VALUE_MAX,
 			 "%" PRId64 " s", job->checkpoint_s);
+		table_peer_timeout(t, job, nranks);
 	}
 	if (job->report_json[0])
 		snprintf(table_add(t, "report json"), JOB_VALUE_MAX, "%s",

@@ -74,6 +74,7 @@ typedef struct xj_job {
 	int force;                    /* overwrite an existing output */
 	int resume;                   /* continue an interrupted run */
 	int64_t checkpoint_s;         /* seconds between progress records */
+	int64_t peer_timeout_s;       /* a silent rank is lost after this; 0: off */
 
 	/* resources */
 	int64_t mem_limit_bytes;      /* 0: from available memory */

@@ -58,6 +58,7 @@ const char *xj_exit_name(int code)
 	case XJ_EXIT_INPUT: return "input error";
 	case XJ_EXIT_RESOURCE: return "resource error";
 	case XJ_EXIT_INTERRUPTED: return "interrupted";
+	case XJ_EXIT_LOST: return "lost a rank";
 	}
 	return "unknown error";
 }

@@ -21,6 +21,7 @@ enum {
 	XJ_EXIT_INPUT = 3,       /* missing/invalid input file or values */
 	XJ_EXIT_RESOURCE = 4,    /* memory, disk, output not writable */
 	XJ_EXIT_INTERRUPTED = 5, /* stopped by a signal at a chunk boundary */
+	XJ_EXIT_LOST = 6,        /* a rank stopped answering (node or link) */
 };
 
 #define XJ_MSG_MAX 1024

@@ -20,6 +20,7 @@
 
 #include "h5out.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +194,59 @@ static int h5out_check_reopen(const char *path, xj_status *st)
 	return XJ_OK;
 }
 
+/* "<partial>-<digits>-<digits>.lock": name is past the partial's basename
+ * and its dash. */
+static int is_lock_name(const char *rest)
+{
+	size_t digits, len = strlen(rest);
+
+	if (len < 8 || strcmp(rest + len - 5, ".lock") != 0)
+		return 0;
+	for (int part = 0; part < 2; part++) {
+		digits = strspn(rest, "0123456789");
+		if (digits == 0 || rest[digits] != (part ? '.' : '-'))
+			return 0;
+		rest += digits + 1;
+	}
+	return strcmp(rest, "lock") == 0;
+}
+
+int h5out_unlink_locks(const char *path)
+{
+	char partial[XJ_PATH_MAX + 16], folder[XJ_PATH_MAX + 16];
+	char file[2 * XJ_PATH_MAX + 64];
+	const char *base, *slash;
+	struct dirent *e;
+	size_t blen;
+	DIR *dir;
+	int n = 0;
+
+	h5out_partial_path(path, partial, sizeof(partial));
+	slash = strrchr(partial, '/');
+	base = slash ? slash + 1 : partial;
+	if (!slash)
+		snprintf(folder, sizeof(folder), ".");
+	else if (slash == partial)
+		snprintf(folder, sizeof(folder), "/");
+	else
+		snprintf(folder, sizeof(folder), "%.*s",
+			 (int)(slash - partial), partial);
+	blen = strlen(base);
+	dir = opendir(folder);
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir))) {
+		if (strncmp(e->d_name, base, blen) != 0 ||
+		    e->d_name[blen] != '-' || !is_lock_name(e->d_name + blen + 1))
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", folder, e->d_name);
+		if (unlink(file) == 0)
+			n++;
+	}
+	closedir(dir);
+	return n;
+}
+
 static int h5out_open(MPI_Comm comm, const char *path, int force,
 		      int reopen, h5out **out, xj_status *st)
 {
@@ -211,6 +265,10 @@ static int h5out_open(MPI_Comm comm, const char *path, int force,
 		h5out_check_reopen(path, st);
 	else if (rank == 0)
 		h5out_check_path(path, force, st);
+	/* a run that died left MPI-IO's lock files; none is in use, since
+	 * this run owns the output path */
+	if (rank == 0 && st->code == XJ_OK)
+		h5out_unlink_locks(path);
 	if (MPI_TRY(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, comm), st,
 		    XJ_EXIT_INTERNAL, "output %s: sharing checks", path) ||
 	    st->code)

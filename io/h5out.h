@@ -4,7 +4,7 @@
  * defines: h5out, h5out_type, h5out_create, h5out_reopen, h5out_add_dataset,
  *          h5out_write, h5out_flush, h5out_attr_str, h5out_attr_i64,
  *          h5out_attr_f64, h5out_finish, h5out_suspend, h5out_abort,
- *          h5out_partial_path
+ *          h5out_partial_path, h5out_unlink_locks
  *
  * The file is created as "<path>.partial" through MPI-IO and renamed to
  * <path> only by h5out_finish, after every rank wrote and the file closed:
@@ -31,6 +31,13 @@ typedef struct h5out h5out;
 
 /* "<path>.partial" into buf (size XJ_PATH_MAX + 16). */
 void h5out_partial_path(const char *path, char *buf, size_t size);
+
+/* Not collective. Remove the lock files Open MPI's MPI-IO leaves beside
+ * "<path>.partial" ("<path>.partial-JOBID-PID.lock", made when the ranks
+ * of a file span several nodes) after a process that held the file
+ * open died. Only for a file no live process has open. Returns how many
+ * it removed. h5out_create and h5out_reopen call it on rank 0. */
+int h5out_unlink_locks(const char *path);
 
 /* Create "<path>.partial" (truncating a stale one). Fails with
  * XJ_EXIT_USAGE if <path> exists and !force, XJ_EXIT_RESOURCE if the
