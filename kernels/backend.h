@@ -1,6 +1,6 @@
 /*
  * backend.h: the compute interface the driver sees. Two implementations:
- * CPU (BLAS + OpenMP, kernels/cpu_backend.c) and CUDA (kernels/cuda_*).
+ * CPU (BLAS + OpenMP, kernels/cpu_*.c) and CUDA (kernels/cuda/).
  *
  * defines: xj_backend, xj_backend_cfg, xj_rows, backend_cpu_create,
  *          backend_tile_bytes

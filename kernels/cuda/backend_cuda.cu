@@ -2,7 +2,7 @@
  * backend_cuda.cu: the CUDA backend, float32 cuBLAS candidates +
  * canonical rescoring (top-k), canonical scores (matrix), on one GPU.
  *
- * Top-k: the design of cpu_backend.c, one tile at a time on the compute
+ * Top-k: the design of cpu_topk.c, one tile at a time on the compute
  * stream (uploads on the copy stream: see Streaming).
  * For a query chunk Q (n x d, resident from topk_begin to topk_end) and
  * each streamed base chunk B (m x d), for every tile of TQ query rows and

@@ -27,12 +27,12 @@
  * side.
  *
  * The gate and threshold functions copy metric_gate_approx(),
- * metric_err_bound(), metric_err_bound_prec() and cpu_backend.c's
+ * metric_err_bound(), metric_err_bound_prec() and cpu_topk.c's
  * row_threshold(); their results
  * need not match the CPU's bits for the answer to be exact (any valid
  * upper bound keeps every pair that can enter the top k), but they do, so
  * both backends examine the same bounds. The rounding up to float uses
- * __double2float_ru, which is exactly cpu_backend.c's float_up().
+ * __double2float_ru, which is exactly cpu_topk.c's float_up().
  */
 #ifndef XJ_CUDA_CANONICAL_CUH
 #define XJ_CUDA_CANONICAL_CUH
@@ -65,7 +65,7 @@ extern "C" {
 #define XJC_F32(a) ((float)(a))
 #define XJC_F32_UP(a) xjc_f32_up_host(a)
 
-/* Smallest float >= x, as cpu_backend.c's float_up(). */
+/* Smallest float >= x, as cpu_topk.c's float_up(). */
 static inline float xjc_f32_up_host(double x)
 {
 	float f = (float)x;
@@ -272,7 +272,7 @@ XJC_HD double xjc_gate_approx(int m, float key)
 }
 
 /*
- * Scan threshold of a query (cpu_backend.c, row_threshold): keep a GEMM
+ * Scan threshold of a query (cpu_topk.c, row_threshold): keep a GEMM
  * value v (v = |b|^2 - 2 q.b for the l2 family, -q.b for ip, -qn.bn for
  * cosine) when v <= T, with
  *   T = up(gate - c + err),  c = |q|^2 (l2 family), 1 (cosine), 0 (ip)

@@ -6,7 +6,7 @@
  * defines: prep_norms, prep_hat, prep_submax, prep_lowp, prep_fill_f32,
  *          prep_fill_f64, xjc_fp16_fits, XJC_FP16_MAX, XJC_BAD_NONE
  *
- * Math, for a row x of dimension d (as cpu_backend.c, rows_prepare):
+ * Math, for a row x of dimension d (as cpu_rows.c, cpu_rows_prepare):
  *   n2    = sum_i (double)x_i^2 in index order     (canonical, double)
  *   fn2   = (float)n2                  (l2 family: |b|^2 for the scan)
  *   fnorm = (float)sqrt(n2)            (for the GEMM error bound)

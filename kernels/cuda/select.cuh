@@ -9,7 +9,7 @@
  *
  * sel_scan   v_j = fn2_j + G[r][j]  (l2 family; otherwise v_j = G[r][j])
  *            keep column j when v_j <= T_r, T_r = xjc_scan_threshold() of
- *            the row's gate (cpu_backend.c, scan_row without the seeding);
+ *            the row's gate (cpu_topk.c, scan_row without the seeding);
  *            self pairs are skipped. Kept columns go to the row's slots
  *            cand[r][0 .. ncand[r]). A row has TB slots and a tile adds at
  *            most TB columns, and every tile's candidates are merged

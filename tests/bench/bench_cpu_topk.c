@@ -34,7 +34,7 @@
 #include "kernels/topk.h"
 
 #define BLAS_TILE_ROWS 2048
-#define TILE_Q 512      /* as TQ_MAX, TB in cpu_backend.c */
+#define TILE_Q 512      /* as TQ_MAX, TB in cpu_backend_int.h */
 #define TILE_B 512
 
 static double now_s(void)

@@ -148,7 +148,7 @@ static float key_sample(int i)
 	return (float)((rng_unit() - 0.3) * pow(10.0, (double)(i % 40) - 20));
 }
 
-/* cpu_backend.c's float_up() and row_threshold(), from metric.c */
+/* cpu_topk.c's float_up() and row_threshold(), from metric.c */
 static float float_up(double x)
 {
 	float f = (float)x;

@@ -1,0 +1,177 @@
+/*
+ * cpu_backend_int.h: what the files of the CPU backend share; private to
+ * kernels/cpu_*.c (the driver sees backend.h only).
+ *
+ * defines: cpu_backend, cpu_thread, cand, pend_ent, the tile sizes,
+ *          XJ_CLONES, cpu_of, lanes_key, and declares the functions one
+ *          file of the backend defines for another (cpu_ prefix)
+ *
+ *   cpu_backend.c  the xj_backend object: create, release, the vtable,
+ *                  the working-memory formula, allocation helpers
+ *   cpu_rows.c     the rows a call is given: shape check, canonical and
+ *                  float norms, normalised copies, bad rows
+ *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
+ *                  rescoring, the exact lists
+ *   cpu_matrix.c   matrix blocks of canonical values
+ *
+ * The two functions defined here are static inline: cpu_of is the cast
+ * every file makes, and lanes_key runs per pair in the rescoring and per
+ * value in the matrix, where a call into another file would not be
+ * inlined.
+ */
+#ifndef XJ_CPU_BACKEND_INT_H
+#define XJ_CPU_BACKEND_INT_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/*
+ * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
+ * SkylakeX kernels): the TQ x TB float tile (1 MiB) stays in L2 between
+ * sgemm and scan; 256 x 1024 and 128 x 1024 ran 5-15% slower, 512 x 1024 and
+ * 1024 x 512 within noise of this.
+ */
+#define TQ_MAX 512      /* query rows per thread tile */
+#define TB 512          /* base rows per GEMM sub-tile */
+#define MW 16           /* base rows per vector block (lanes) */
+#define MQ 4            /* matrix: query rows per pass */
+/* Below this many row elements (or 4x as many pair-dimension products)
+ * a thread team costs more than it saves. */
+#define PAR_MIN_ELEMS (1 << 16)
+
+/*
+ * The project builds for x86-64-v2; these clones give the scan and the
+ * matrix kernel AVX2/AVX-512 code picked at load time. The clones do the
+ * same IEEE operations in the same order (no contraction), so the results
+ * are identical whichever runs.
+ */
+#if !defined(XJ_CLONES) && defined(__x86_64__) && defined(__GNUC__) && \
+	defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define XJ_CLONES __attribute__((target_clones("arch=x86-64-v4", \
+					       "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef XJ_CLONES
+#define XJ_CLONES       /* -DXJ_CLONES= builds the plain code only */
+#endif
+
+typedef struct cand {
+	float key;
+	int64_t idx;
+} cand;
+
+/*
+ * A pending pair of a query: chunk row j, bounds of its tile value and
+ * of its key (cpu_topk.c, "Deferred rescoring"); once rescored, up
+ * holds the canonical key.
+ */
+typedef struct pend_ent {
+	float up;          /* key upper bound, then the canonical key */
+	float lo;          /* lower bound of G - err, G the tile value */
+	int64_t j;
+} pend_ent;
+
+typedef struct cpu_thread {
+	float *g;          /* TQ_MAX x TB GEMM tile */
+	cand *cands;       /* cap rescored candidates */
+	float *vals;       /* 2 (k + cap) key bounds, while pruning */
+	double *bt;        /* matrix: d x MW transposed base block */
+	float *qpad;       /* matrix: MQ x d zero-padded query rows */
+	double flops;
+} cpu_thread;
+
+typedef struct cpu_backend {
+	xj_backend be;     /* first: the driver sees this */
+	xj_backend_cfg cfg;
+	int threads;
+	int64_t cap;       /* pending slots per query */
+	double gate0;      /* gate from the threshold, +inf without */
+	cpu_thread *th;
+
+	/* query chunk, between topk_begin and topk_end */
+	int active;
+	const float *qx;
+	int64_t qrows, qfirst, qalloc;
+	double *qq;        /* canonical squared norms */
+	float *qnorm;      /* float norms, for the error bounds */
+	float *qhat;       /* cosine: rows normalised in float */
+	double *gate;      /* approx-space gate per query */
+	float *ekey;       /* exact lists, qrows x k */
+	int64_t *eidx;
+	int64_t *ecount;
+	pend_ent *pend;    /* pending pairs, qrows x cap */
+	int64_t *npend;
+	int64_t *nkept;    /* pending pairs that survived the last prune */
+	float *kbound;     /* key bound behind the gate (cpu_topk.c) */
+
+	/* base chunk (topk_add) or matrix operands */
+	int64_t balloc;
+	double *bb;        /* canonical squared norms */
+	float *bn2;        /* float squared norms (l2 family) */
+	float *bnorm;      /* float norms */
+	float *bhat;       /* cosine: normalised rows */
+	float *submax;     /* largest bnorm per TB sub-tile */
+	float *ones;       /* TB ones: the constant row of cosine tiles */
+	int64_t mqalloc, mballoc;
+	double *mqq;       /* matrix: query squared norms */
+	double *mbb;       /* matrix: base squared norms */
+} cpu_backend;
+
+static inline cpu_backend *cpu_of(xj_backend *be)
+{
+	return (cpu_backend *)be;
+}
+
+/* Key from an accumulated sum, with the final operations of metric_key(). */
+static inline float lanes_key(xj_metric m, double s, double qq, double bb)
+{
+	switch (m) {
+	case XJ_METRIC_SQEUCLIDEAN:
+		return (float)s;
+	case XJ_METRIC_L2:
+		return (float)sqrt(s);
+	case XJ_METRIC_IP:
+		return -(float)s;
+	case XJ_METRIC_COSINE:
+		return (float)(1.0 - s / sqrt(qq * bb));
+	}
+	return NAN;
+}
+
+/* ---- cpu_backend.c ------------------------------------------------- */
+
+void *cpu_alloc_aligned(size_t bytes);
+int cpu_size_ok(int64_t rows, int64_t per_row);
+int cpu_oom(xj_status *st, const char *what, int64_t bytes);
+
+/* ---- cpu_rows.c ---------------------------------------------------- */
+
+int cpu_check_rows_arg(const cpu_backend *c, const xj_rows *r,
+		       const char *what, xj_status *st);
+int64_t cpu_rows_prepare(xj_metric m, const float *x, int64_t rows,
+			 int64_t d, double *n2, float *fn2, float *fnorm,
+			 float *hat, int threads);
+int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
+		int64_t first_row, xj_status *st);
+
+/* ---- cpu_topk.c ---------------------------------------------------- */
+
+void cpu_free_query(cpu_backend *c);
+void cpu_free_base(cpu_backend *c);
+int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+
+/* ---- cpu_matrix.c -------------------------------------------------- */
+
+int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
+		     float *out, xj_status *st);
+int cpu_matrix_wait(xj_backend *be, xj_status *st);
+float *cpu_block_alloc(xj_backend *be, int64_t n, xj_status *st);
+void cpu_block_free(xj_backend *be, float *p);
+
+#endif
