@@ -10,7 +10,7 @@
  * function (which must return int). Entry points add their context with
  * xj_wrap(), so a report reads like a stack trace:
  *
- *   cuda backend (device 0): topk_add: backend_cuda.cu:412:
+ *   cuda backend (device 0): topk_add: topk_cuda.cu:110:
  *     cudaMemcpyAsync(...): out of memory (cudaErrorMemoryAllocation)
  *
  * An allocation failure is a resource error (the driver may retry with

@@ -5,7 +5,7 @@
  *          xjc_count_before, xjc_merge_part, SEL_SORT_CAP
  *
  * One tile is TQ query rows x TB base rows (one sub-tile of the chunk).
- * After the GEMM (backend_cuda.cu) and per query row r of the tile:
+ * After the GEMM (topk_cuda.cu) and per query row r of the tile:
  *
  * sel_scan   v_j = fn2_j + G[r][j]  (l2 family; otherwise v_j = G[r][j])
  *            keep column j when v_j <= T_r, T_r = xjc_scan_threshold() of

@@ -310,7 +310,7 @@ static void tally_add(tally *t, int v, int mi, double err, double bound,
 
 /* The approx-space value the backend's scan sees for each metric, from
  * the accumulated dot product (acc of the raw rows, hacc of the
- * normalised ones), as backend_cuda.cu and select.cuh compute it. */
+ * normalised ones), as topk_cuda.cu and select.cuh compute it. */
 static void check_pair(tally *t, int v, xj_precision p, xj_precision ph,
 		       int64_t d, const rows *Q, int64_t i, const rows *B,
 		       int64_t j, float acc, float hacc, const exact *ex,

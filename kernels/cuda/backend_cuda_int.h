@@ -1,0 +1,197 @@
+/*
+ * backend_cuda_int.h: what the files of the CUDA backend share; private
+ * to the .cu files of kernels/cuda (C++: app/ sees backend_cuda.h only).
+ *
+ * defines: XJ_CUDA_TQ, XJ_CUDA_TB, MIN64, XJC_BAD_NONE, cuda_backend,
+ *          cuda_of, mul_sat, dev_alloc, dev_free, and declares the
+ *          functions one file of the backend defines for another
+ *          (cuda_ prefix)
+ *
+ *   backend_cuda.cu  the object: its buffers, create and release, the
+ *                    memory formulas, the row checks of both paths,
+ *                    devices
+ *   topk_cuda.cu     top-k: topk_begin, topk_add, topk_end and
+ *                    topk_end_merged; the host builds and device pieces
+ *                    the tests call
+ *   matrix_cuda.cu   matrix blocks: matrix_start, matrix_wait, block
+ *                    memory
+ *
+ * The kernel headers define their __global__ kernels outside templates, so
+ * each can be compiled into one .cu only: a second one would define the
+ * same symbols again, and relocatable device code (-rdc), which could
+ * share them, changes the code generated. merge.cuh includes prep.cuh and
+ * select.cuh, so topk_cuda.cu takes prep, select, rescore and merge (and
+ * with them the tests' entry points to those pieces), matrix_cuda.cu takes
+ * matrix, and the matrix reaches prep_norms through cuda_prep_norms.
+ * canonical.cuh and check.cuh hold inline functions only and go anywhere.
+ *
+ * The helpers defined here are static inline or templates, which every
+ * file needs in its own copy; they keep their names.
+ */
+#ifndef XJ_BACKEND_CUDA_INT_H
+#define XJ_BACKEND_CUDA_INT_H
+
+#include <cstdint>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "backend_cuda.h"
+
+#ifndef XJ_CUDA_TQ
+#define XJ_CUDA_TQ 512      /* query rows per tile */
+#endif
+#ifndef XJ_CUDA_TB
+#define XJ_CUDA_TB 4096     /* base rows per tile (sub-tile of a chunk) */
+#endif
+
+static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
+	      "tile rows: one block per row, grid.y of the matrix kernel");
+
+#define MIN64(a, b) ((a) < (b) ? (a) : (b))
+
+/* A row flag with no bad row, as prep.cuh defines it, for the files that
+ * do not include prep.cuh; topk_cuda.cu includes both, so the compiler
+ * sees any difference between the two. */
+#define XJC_BAD_NONE (~0ull)
+
+typedef struct cuda_backend {
+	xj_backend be;          /* first: the driver sees this */
+	xj_backend_cfg cfg;
+	int device;
+	int lowp;               /* bf16/fp16: GEMM on 16-bit copies */
+	double gate0;           /* approx-space gate of the threshold */
+	cudaStream_t stream;
+	cublasHandle_t blas;
+
+	/* query rows: the chunk of topk_begin or the block of matrix_start */
+	int64_t qalloc;
+	float *q;               /* qalloc x d, as given */
+	float *qhat;            /* cosine: normalised in float */
+	double *qq;             /* canonical squared norms */
+	float *qnorm;           /* float norms (error bounds) */
+	double *gate;           /* approx-space gate per query */
+	float *ekey;            /* exact lists, qalloc x k, sorted, padded */
+	int64_t *eidx;
+	int64_t *ecount;        /* entries per list */
+	uint16_t *qlow;         /* bf16/fp16 copy of the GEMM's query rows */
+	int q_fp32;             /* fp16: this chunk needs the float32 GEMM */
+
+	/* base rows */
+	int64_t balloc;
+	float *braw[2];         /* uploaded chunks, in turn */
+	float *b;               /* the current chunk: braw[0] or braw[1] */
+	float *bhat;
+	double *bb;
+	float *bn2;             /* float squared norms (l2 family) */
+	float *bnorm;
+	float *submax;          /* largest bnorm per TB sub-tile */
+	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
+	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
+	float *stage[2];        /* pinned host, balloc x d */
+	cudaEvent_t staged[2];  /* upload out of stage[s] into braw[s] done */
+	cudaEvent_t consumed[2]; /* tiles reading braw[s] done */
+	int next_stage;
+
+	/* tile work */
+	float *g;               /* TQ x TB: GEMM tile, matrix tile */
+	float *g2;              /* TQ x TB: the matrix's second tile */
+	cudaStream_t cstream;   /* copies: base uploads, matrix tiles out */
+	cudaEvent_t tiled[2];   /* matrix tile in g / g2 computed */
+	cudaEvent_t copied[2];  /* ... and copied out: buffer free */
+	int mqueued;            /* a matrix block is queued */
+	int *cand;              /* TQ x TB: scanned columns */
+	int *ncand;             /* TQ */
+	uint64_t *skey;         /* TQ x TB: rescored sort keys */
+	float *ckey;            /* TQ x TB: rescored keys */
+	int *nvalid;            /* TQ */
+	float *tkey;            /* TQ x k: merge scratch */
+	int64_t *tidx;
+	unsigned long long *bad; /* [0] query rows, [1] base rows */
+
+	/* the merge of topk_end_merged: received lists and their counts */
+	int64_t ralloc;         /* entries */
+	float *rkey;
+	int64_t *ridx;
+	int64_t *rvalid;        /* ralloc / k */
+
+	int active;             /* between topk_begin and topk_end */
+	int64_t qrows, qfirst;
+} cuda_backend;
+
+static inline cuda_backend *cuda_of(xj_backend *be)
+{
+	return (cuda_backend *)be;
+}
+
+/* a * b, or INT64_MAX when it overflows (an allocation that then fails) */
+static inline int64_t mul_sat(int64_t a, int64_t b)
+{
+	if (a > 0 && b > INT64_MAX / a)
+		return INT64_MAX;
+	return a * b;
+}
+
+/* ---- backend_cuda.cu ------------------------------------------------- */
+
+int cuda_alloc_fail(xj_status *st, cudaError_t e, int64_t bytes,
+		    const char *kind, const char *what);
+
+/* n elements of device memory; NULL for n = 0. */
+template <typename T>
+static int dev_alloc(T **p, int64_t n, const char *what, xj_status *st)
+{
+	int64_t bytes = mul_sat(n, (int64_t)sizeof(T));
+	void *v = NULL;
+	cudaError_t e;
+
+	*p = NULL;
+	if (n <= 0)
+		return XJ_OK;
+	e = cudaMalloc(&v, (size_t)bytes);
+	if (e != cudaSuccess)
+		return cuda_alloc_fail(st, e, bytes, "device", what);
+	*p = (T *)v;
+	return XJ_OK;
+}
+
+template <typename T>
+static void dev_free(T **p)
+{
+	if (*p)
+		(void)cudaFree(*p);
+	*p = NULL;
+}
+
+int cuda_pinned_alloc(float **p, int64_t n, const char *what,
+		      xj_status *st);
+int cuda_query_reserve(cuda_backend *c, int64_t rows, xj_status *st);
+int cuda_base_reserve(cuda_backend *c, int64_t rows, xj_status *st);
+int cuda_check_rows_arg(const cuda_backend *c, const xj_rows *r,
+			const char *what, xj_status *st);
+int cuda_rows_bad(const cuda_backend *c, const xj_rows *r, xj_status *st);
+int cuda_flags_reset(cuda_backend *c, xj_status *st);
+int cuda_entry_fail(const cuda_backend *c, int rc, const char *call,
+		    xj_status *st);
+
+/* ---- topk_cuda.cu ---------------------------------------------------- */
+
+int cuda_prep_norms(const float *x, int64_t rows, int64_t d, xj_metric m,
+		    int64_t first_row, double *n2, float *fn2, float *fnorm,
+		    unsigned long long *bad, cudaStream_t s, xj_status *st);
+int cuda_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cuda_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cuda_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+int cuda_topk_end_merged(xj_backend *be, const struct xj_transport *t,
+			 float *key, int64_t *idx, int64_t *out_row0,
+			 int64_t *out_rows, xj_status *st);
+
+/* ---- matrix_cuda.cu -------------------------------------------------- */
+
+int cuda_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
+		      float *out, xj_status *st);
+int cuda_matrix_wait(xj_backend *be, xj_status *st);
+float *cuda_block_alloc(xj_backend *be, int64_t n, xj_status *st);
+void cuda_block_free(xj_backend *be, float *p);
+
+#endif

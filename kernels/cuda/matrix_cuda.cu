@@ -1,0 +1,171 @@
+/*
+ * matrix_cuda.cu: matrix blocks on the CUDA backend, on one GPU.
+ *
+ * Matrix: matrix.cuh computes TQ x TB tiles of canonical values into two
+ * tile buffers in turn, on the compute stream; a copy stream moves each
+ * finished tile (2-D) into the caller's block, pinned memory from
+ * block_alloc, while the next tile is computed. Events order the pair: a
+ * tile buffer is rewritten only after its copy is done. matrix_start
+ * returns once the rows are checked and the tiles are queued, so the
+ * caller writes the block before while this one is computed and copied;
+ * matrix_wait waits for the copy stream.
+ *
+ * The math, layout and costs of a tile are matrix.cuh's.
+ */
+#include "backend_cuda_int.h"
+
+#include <cuda_runtime.h>
+
+#include "check.cuh"
+#include "matrix.cuh"
+
+/* ---- matrix ------------------------------------------------------------ */
+
+/* Tile t of the block into buffer t % 2, then its copy into out. */
+static int matrix_tile_queue(cuda_backend *c, int64_t t, int64_t i0, int tq,
+			     int64_t j0, int tb, int64_t nb, float *out,
+			     xj_status *st)
+{
+	int s = (int)(t & 1);
+	float *g = s ? c->g2 : c->g;
+	int64_t d = c->cfg.d;
+
+	/* an event never recorded is complete: the first two tiles pass */
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->stream, c->copied[s], 0));
+	if (matrix_tile(c->cfg.metric, d, c->q + i0 * d, tq, c->qq + i0,
+			c->b + j0 * d, tb, c->bb + j0, g, tb, c->stream, st))
+		return st->code;
+	CUDA_CHECK(st, cudaEventRecord(c->tiled[s], c->stream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->cstream, c->tiled[s], 0));
+	CUDA_CHECK(st, cudaMemcpy2DAsync(out + i0 * nb + j0,
+					 (size_t)nb * sizeof(float), g,
+					 (size_t)tb * sizeof(float),
+					 (size_t)tb * sizeof(float), (size_t)tq,
+					 cudaMemcpyDeviceToHost, c->cstream));
+	CUDA_CHECK(st, cudaEventRecord(c->copied[s], c->cstream));
+	return XJ_OK;
+}
+
+static int matrix_start_run(cuda_backend *c, const xj_rows *q,
+			    const xj_rows *b, float *out, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, nq = q->rows, nb = b->rows;
+	unsigned long long bad[2] = { XJC_BAD_NONE, XJC_BAD_NONE };
+
+	if (cuda_check_rows_arg(c, q, "query", st) ||
+	    cuda_check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (nq == 0 || nb == 0)
+		return XJ_OK;
+	if (c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "matrix_start between topk_begin and topk_end");
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	if (cuda_query_reserve(c, nq, st) || cuda_base_reserve(c, nb, st) ||
+	    cuda_flags_reset(c, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x, (size_t)(nq * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, c->stream));
+	CUDA_CHECK(st, cudaMemcpyAsync(c->b, b->x, (size_t)(nb * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, c->stream));
+	if (cuda_prep_norms(c->q, nq, d, m, q->first_row, c->qq, NULL, NULL,
+			    &c->bad[0], c->stream, st) ||
+	    cuda_prep_norms(c->b, nb, d, m, b->first_row, c->bb, NULL, NULL,
+			    &c->bad[1], c->stream, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(bad, c->bad, sizeof(bad),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	if (bad[0] != XJC_BAD_NONE)
+		return cuda_rows_bad(c, q, st);
+	if (bad[1] != XJC_BAD_NONE)
+		return cuda_rows_bad(c, b, st);
+	c->mqueued = 1;
+	for (int64_t i0 = 0, t = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
+		int tq = (int)MIN64(XJ_CUDA_TQ, nq - i0);
+
+		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB, t++)
+			if (matrix_tile_queue(c, t, i0, tq, j0,
+					      (int)MIN64(XJ_CUDA_TB, nb - j0),
+					      nb, out, st))
+				return st->code;
+	}
+	return XJ_OK;
+}
+
+/* Both streams idle: the queued block is in out. Both are waited for
+ * even when the first wait fails, so nothing writes to out afterwards. */
+static int matrix_wait_run(cuda_backend *c, xj_status *st)
+{
+	cudaError_t tiles, copies;
+
+	if (!c->mqueued)
+		return XJ_OK;
+	c->mqueued = 0;
+	CUDA_CHECK(st, cudaSetDevice(c->device));
+	tiles = cudaStreamSynchronize(c->stream);
+	copies = cudaStreamSynchronize(c->cstream);
+	if (tiles != cudaSuccess)
+		return cuda_fail(st, tiles, "cudaStreamSynchronize(tiles)",
+				 __FILE__, __LINE__);
+	if (copies != cudaSuccess)
+		return cuda_fail(st, copies, "cudaStreamSynchronize(copies)",
+				 __FILE__, __LINE__);
+	return XJ_OK;
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+/* A failed start leaves nothing running that could still write to out. */
+int cuda_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
+		      float *out, xj_status *st)
+{
+	cuda_backend *c = cuda_of(be);
+	int rc;
+
+	if (c->mqueued)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cuda backend: matrix_start with a block queued");
+	rc = matrix_start_run(c, q, b, out, st);
+	if (!rc)
+		return XJ_OK;
+	(void)cudaStreamSynchronize(c->stream);
+	(void)cudaStreamSynchronize(c->cstream);
+	c->mqueued = 0;
+	return cuda_entry_fail(c, rc, "matrix_start", st);
+}
+
+int cuda_matrix_wait(xj_backend *be, xj_status *st)
+{
+	int rc = matrix_wait_run(cuda_of(be), st);
+
+	return rc ? cuda_entry_fail(cuda_of(be), rc, "matrix_wait", st) : XJ_OK;
+}
+
+float *cuda_block_alloc(xj_backend *be, int64_t n, xj_status *st)
+{
+	cuda_backend *c = cuda_of(be);
+	float *p = NULL;
+	cudaError_t e = cudaSetDevice(c->device);
+
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		xj_fail(st, XJ_EXIT_INTERNAL, "cudaSetDevice(%d): %s",
+			c->device, cudaGetErrorString(e));
+	} else if (cuda_pinned_alloc(&p, n > 0 ? n : 1, "a matrix block", st)) {
+		p = NULL;
+	}
+	if (!p)
+		cuda_entry_fail(c, st->code, "block_alloc", st);
+	return p;
+}
+
+void cuda_block_free(xj_backend *be, float *p)
+{
+	if (!p)
+		return;
+	(void)cudaSetDevice(cuda_of(be)->device);
+	(void)cudaFreeHost(p);
+	(void)cudaGetLastError();
+}
