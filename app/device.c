@@ -239,9 +239,9 @@ static void list_line(const xj_job *job, const xj_comm *c,
 
 	if (ch->device >= 0)
 		snprintf(dev, sizeof(dev), "%d", ch->device);
-	len = snprintf(line, size, "rank %3d  host %-20s  pid %7d  device %-3s"
-		       "  %s%s", c->rank, c->host, (int)getpid(), dev, why,
-		       ch->info);
+	len = snprintf(line, size, "rank %3d  host %-20s  local %d/%d  pid %7d"
+		       "  device %-3s  %s%s", c->rank, c->host, c->local_rank,
+		       c->local_size, (int)getpid(), dev, why, ch->info);
 	if (ch->sharing > 1 && len > 0 && (size_t)len < size)
 		snprintf(line + len, size - (size_t)len,
 			 " (shared by %d ranks)", ch->sharing);

@@ -172,6 +172,25 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 	return XJ_OK;
 }
 
+/* Rank 0, once this run is going to write the output: the note of an
+ * earlier run that lost a rank (watch.h) has been read by now; a resumed
+ * run repeats it. */
+static void lost_note_clear(const xj_job *job, int resuming)
+{
+	char path[XJ_PATH_MAX + 16], line[2 * XJ_PATH_MAX + 512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.lost", job->output);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (resuming && fgets(line, sizeof(line), f))
+		fprintf(stderr, "xjoin: --resume: the run before ended with: "
+			"%s", line);
+	fclose(f);
+	unlink(path);
+}
+
 /* Rank 0, after the inputs are resolved: is there an interrupted run of
  * this output, and may this run continue it? A fresh run checks that its
  * output fits (a resumed one holds its room already). */
@@ -188,14 +207,18 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 			fprintf(stderr, "xjoin: --resume: no interrupted run of "
 				"%s (no %s): starting fresh\n", job->output,
 				p->path);
-		return check_output_room(job, st);
+		if (check_output_room(job, st) == XJ_OK)
+			lost_note_clear(job, 0);
+		return st->code;
 	}
 	if (job->force) {
 		/* starting over: the old record must not outlive its file */
 		if (unlink(p->path) != 0)
 			return xj_fail(st, XJ_EXIT_RESOURCE, "cannot remove "
 				       "%s: %s", p->path, strerror(errno));
-		return check_output_room(job, st);
+		if (check_output_room(job, st) == XJ_OK)
+			lost_note_clear(job, 0);
+		return st->code;
 	}
 	if (resume_load(p->path, old, st))
 		return st->code;
@@ -214,6 +237,7 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 	fprintf(stderr, "xjoin: --resume: %" PRId64 " of %" PRId64 " query "
 		"rows were done by %" PRId64 " earlier run(s); continuing\n",
 		spans_rows(&old->done), job->n, old->runs);
+	lost_note_clear(job, 1);
 	return XJ_OK;
 }
 

@@ -11,6 +11,7 @@ packages=(
 	libopenblas-dev libinih-dev libcunit1-dev
 	python3-numpy python3-h5py
 	dataset-fashion-mnist
+	iproute2 nftables
 )
 
 missing=()
