@@ -33,12 +33,9 @@
 #include "kernels/metric.h"
 #include "kernels/topk.h"
 #define TESTDATA_SEED 0x5eed1234abcdull
+#include "tests/gpu/gpu_test.h"
 #include "tests/unit/testdata.h"
 #include "tests/unit/unit.h"
-
-#define SKIP_CODE 77
-
-static int device = 0;
 
 /* ---- data ---------------------------------------------------------- */
 
@@ -86,16 +83,6 @@ static void near_tie_rows(int64_t nb, int64_t nq, int64_t d, float **bp,
 }
 
 /* ---- host suite ------------------------------------------------------ */
-
-static int same_f32(float a, float b)
-{
-	return !memcmp(&a, &b, sizeof(a));
-}
-
-static int same_f64(double a, double b)
-{
-	return !memcmp(&a, &b, sizeof(a));
-}
 
 static void test_host_keys(void)
 {
@@ -351,59 +338,6 @@ static void test_host_merge(void)
 	CU_ASSERT_EQUAL(bad, 0);
 }
 
-/*
- * Random received lists of a grid row's merge, laid out as the exchange
- * leaves them (list of row r from rank j at (j rows + r) k): rank j's
- * indices lie in its own shard [j 10^6, (j + 1) 10^6), keys come from a
- * small set with -0 and +0 (ties across ranks), lists hold 0 .. k valid
- * entries, sorted and padded.
- */
-static void received_lists(int p, int64_t rows, int64_t k, float *key,
-			   int64_t *idx)
-{
-	for (int j = 0; j < p; j++)
-		for (int64_t r = 0; r < rows; r++) {
-			float *lk = key + ((int64_t)j * rows + r) * k;
-			int64_t *li = idx + ((int64_t)j * rows + r) * k;
-			int64_t n = (int64_t)(rng_next() % (uint64_t)(k + 1));
-
-			if (rng_next() % 4 == 0)
-				n = rng_next() % 2 ? k : 0;
-			for (int64_t e = 0; e < n; e++) {
-				lk[e] = (float)(rng_next() % 7) - 3.0f;
-				if (lk[e] == 0 && rng_next() % 2)
-					lk[e] = -0.0f;
-				li[e] = (int64_t)j * 1000000 +
-					(int64_t)(rng_next() % 1000000);
-				/* distinct within the shard */
-				for (int64_t f = 0; f < e; f++)
-					if (li[f] == li[e])
-						li[e] = (int64_t)j * 1000000 + e;
-			}
-			topk_sort(lk, li, n);
-			topk_pad(lk, li, n, k);
-		}
-}
-
-/* topk_merge (what comm_topk_reduce_scatter runs) of each row. */
-static void received_merge(int p, int64_t rows, int64_t k, const float *key,
-			   const int64_t *idx, float *okey, int64_t *oidx)
-{
-	const float **lk = malloc(sizeof(*lk) * (size_t)p);
-	const int64_t **li = malloc(sizeof(*li) * (size_t)p);
-
-	CU_ASSERT_FATAL(lk && li);
-	for (int64_t r = 0; r < rows; r++) {
-		for (int j = 0; j < p; j++) {
-			lk[j] = key + ((int64_t)j * rows + r) * k;
-			li[j] = idx + ((int64_t)j * rows + r) * k;
-		}
-		topk_merge(p, lk, li, k, okey + r * k, oidx + r * k);
-	}
-	free(lk);
-	free(li);
-}
-
 /* The device merge of the NCCL path (merge.cuh), run on the host, equals
  * topk_merge on lists with ties, signed zeros and padding. */
 static void test_host_merge_lists(void)
@@ -426,7 +360,8 @@ static void test_host_merge_lists(void)
 
 				CU_ASSERT_FATAL(key && idx && ok && oi && rk && ri);
 				received_lists(p, rows, k, key, idx);
-				received_merge(p, rows, k, key, idx, rk, ri);
+				CU_ASSERT_FATAL(received_merge(p, rows, k, key, idx,
+								rk, ri) == 0);
 				poison(ok, oi, rows * k);
 				CU_ASSERT_EQUAL(backend_cuda_host_merge_lists(p, rows,
 						k, key, idx, ok, oi), XJ_OK);
@@ -452,12 +387,6 @@ static void test_host_merge_lists(void)
 
 typedef int (*create_fn)(const xj_backend_cfg *cfg, xj_backend **out,
 			 xj_status *st);
-
-static int create_cuda(const xj_backend_cfg *cfg, xj_backend **out,
-		       xj_status *st)
-{
-	return backend_cuda_create(cfg, device, 0.9, out, st);
-}
 
 typedef struct tcase {
 	xj_metric metric;
@@ -580,7 +509,7 @@ static int64_t check_case(const tcase *tc, const chunking *ch, int nch)
 		snprintf(what, sizeof(what), "chunks %lldx%lld%s",
 			 (long long)ch[c].qc, (long long)ch[c].bc,
 			 ch[c].empties ? " +empty" : "");
-		if (run_topk(create_cuda, tc, ch[c], key, idx, NULL)) {
+		if (run_topk(gpu_backend_create, tc, ch[c], key, idx, NULL)) {
 			bad++;
 			continue;
 		}
@@ -738,7 +667,7 @@ static void test_empty_chunks(void)
 	cfg.k = k;
 	cfg.d = d;
 	xj_ok(&st);
-	CU_ASSERT_FATAL(create_cuda(&cfg, &be, &st) == XJ_OK);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
 	xj_rows q0 = { x, 0, d, 0 }, q5 = { x, 5, d, 100 }, b0 = { x, 0, d, 7 };
 
 	poison(key, idx, 5 * k);
@@ -768,7 +697,7 @@ static void test_gemm_flops(void)
 	double flops = -1;
 
 	CU_ASSERT_FATAL(x != NULL);
-	CU_ASSERT_EQUAL(run_topk(create_cuda, &tc, ch, key, idx, &flops), 0);
+	CU_ASSERT_EQUAL(run_topk(gpu_backend_create, &tc, ch, key, idx, &flops), 0);
 	CU_ASSERT_EQUAL(flops, 2.0 * nq * nb * d);
 	free(x);
 }
@@ -792,7 +721,7 @@ static void test_errors(void)
 	cfg.max_query_rows = 4;
 	cfg.max_base_rows = 4;
 	xj_ok(&st);
-	CU_ASSERT_FATAL(create_cuda(&cfg, &be, &st) == XJ_OK);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
 	CU_ASSERT_STRING_EQUAL(be->name, "cuda");
 	xj_rows q = { x, 4, d, 10 }, b = { x + 4 * d, 4, d, 20 };
 
@@ -838,12 +767,12 @@ static void test_errors(void)
 	cfg.metric = XJ_METRIC_L2;
 	cfg.k = (int64_t)1 << 40;
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(create_cuda(&cfg, &be, &st), XJ_EXIT_RESOURCE);
+	CU_ASSERT_EQUAL(gpu_backend_create(&cfg, &be, &st), XJ_EXIT_RESOURCE);
 	CU_ASSERT_PTR_NULL(be);
 	printf("\n  (expected) %s", st.msg);
 	cfg.k = 2;      /* key, idx hold 4 queries x 2 */
 	xj_ok(&st);
-	CU_ASSERT_FATAL(create_cuda(&cfg, &be, &st) == XJ_OK);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
 	xj_rows huge = { x, (int64_t)1 << 40, d, 0 };
 
 	CU_ASSERT_EQUAL(be->topk_begin(be, &huge, &st), XJ_EXIT_RESOURCE);
@@ -855,7 +784,8 @@ static void test_errors(void)
 	be->release(be);
 	/* a device that does not exist */
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(backend_cuda_create(&cfg, 4096, 0.9, &be, &st),
+	CU_ASSERT_EQUAL(backend_cuda_create(&cfg, 4096, GPU_TEST_MEM_FRACTION,
+					    &be, &st),
 			XJ_EXIT_INTERNAL);
 	printf("\n  (expected) %s ", st.msg);
 	free(x);
@@ -879,7 +809,7 @@ static void matrix_pair(xj_metric m, int64_t d, int64_t nq, int64_t nb,
 	cfg.max_base_rows = nb;
 	xj_ok(&st);
 	CU_ASSERT_FATAL(backend_cpu_create(&cfg, cpu, &st) == XJ_OK);
-	CU_ASSERT_FATAL(create_cuda(&cfg, gpu, &st) == XJ_OK);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, gpu, &st) == XJ_OK);
 }
 
 static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
@@ -1039,31 +969,7 @@ static const unit_test device_tests[] = {
 
 int main(int argc, char **argv)
 {
-	int host_only = argc > 1 && !strcmp(argv[1], "--host-only");
-	int ndev = 0;
-	char reason[512], line[512];
-
-	if (!host_only) {
-		backend_cuda_probe(&ndev, reason, sizeof(reason));
-		if (ndev == 0) {
-			printf("SKIPPED: %s\n", reason);
-			return SKIP_CODE;
-		}
-		if (getenv("XJ_CUDA_DEVICE"))
-			device = atoi(getenv("XJ_CUDA_DEVICE"));
-		if (backend_cuda_device_info(device, line, sizeof(line)))
-			printf("device %d: %s\n", device, line);
-		else
-			printf("device %d of %d: %s\n", device, ndev, line);
-	}
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	if (!unit_add("cuda_backend_host", host_tests,
-		      UNIT_COUNT(host_tests)) ||
-	    (!host_only && !unit_add("cuda_backend_device", device_tests,
-				     UNIT_COUNT(device_tests)))) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	return unit_run_all();
+	return gpu_test_main(argc, argv, "cuda_backend_host", host_tests,
+			     UNIT_COUNT(host_tests), "cuda_backend_device",
+			     device_tests, UNIT_COUNT(device_tests));
 }

@@ -41,27 +41,14 @@
 #include <string.h>
 
 #include "config/status.h"
-#include "io/h5in.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/metric.h"
 #define TESTDATA_SEED 0x7e57c0de5eedull
 #include "tests/unit/testdata.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/unit/glove.h"
 #include "tests/unit/unit.h"
-
-#define SKIP_CODE 77
-
-static int device = 0;
-
-static int same_f64(double a, double b)
-{
-	return !memcmp(&a, &b, sizeof(a));
-}
-
-static int same_f32(float a, float b)
-{
-	return !memcmp(&a, &b, sizeof(a));
-}
 
 static const xj_precision precs[] = { XJ_PREC_TF32, XJ_PREC_BF16,
 				      XJ_PREC_FP16 };
@@ -210,14 +197,15 @@ static float dot_acc(const float *q, const float *b, int64_t d, accmode m)
 
 typedef struct rows {
 	int64_t n, d;
-	const float *x;
+	float *x;        /* the rows (rows_free frees them) */
 	double *n2;      /* canonical squared norms */
 	float *fnorm;    /* float norms, as prep_norms */
 	float *fn2;      /* float squared norms, as prep_norms */
 	float *hat;      /* normalised as prep_hat */
 } rows;
 
-static int rows_make(rows *r, const float *x, int64_t n, int64_t d)
+/* Rows over x, which r then owns. */
+static int rows_make(rows *r, float *x, int64_t n, int64_t d)
 {
 	memset(r, 0, sizeof(*r));
 	r->n = n;
@@ -227,7 +215,7 @@ static int rows_make(rows *r, const float *x, int64_t n, int64_t d)
 	r->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
 	r->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
 	r->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
-	if (!r->n2 || !r->fnorm || !r->fn2 || !r->hat)
+	if (!x || !r->n2 || !r->fnorm || !r->fn2 || !r->hat)
 		return -1;
 	for (int64_t i = 0; i < n; i++) {
 		double s = metric_norm2(x + i * d, d);
@@ -244,10 +232,30 @@ static int rows_make(rows *r, const float *x, int64_t n, int64_t d)
 
 static void rows_free(rows *r)
 {
+	free(r->x);
 	free(r->n2);
 	free(r->fnorm);
 	free(r->fn2);
 	free(r->hat);
+}
+
+/* nq query and nb base rows of GloVe (glove.h). */
+static void rows_glove(rows *Q, int64_t nq, rows *B, int64_t nb)
+{
+	float *q = NULL, *b = NULL;
+	int64_t d = 0;
+
+	CU_ASSERT_FATAL(glove_rows(&q, nq, &b, nb, &d) == 0);
+	CU_ASSERT_FATAL(rows_make(Q, q, nq, d) == 0);
+	CU_ASSERT_FATAL(rows_make(B, b, nb, d) == 0);
+}
+
+/* fp16 cannot hold the rows of Q or B: that chunk runs the float32 GEMM
+ * (the normalised rows of cosine always fit). */
+static int fp16_falls_back(const rows *Q, const rows *B)
+{
+	return !backend_cuda_host_fp16_fits(Q->x, Q->n * Q->d) ||
+	       !backend_cuda_host_fp16_fits(B->x, B->n * B->d);
 }
 
 /* Exact approx-space values of a pair, in long double (each product of
@@ -272,6 +280,20 @@ static exact exact_of(const float *q, const float *b, int64_t d, double qq,
 	e.dot = dot;
 	e.cosd = 1.0L - dot / sqrtl((long double)qq * (long double)bb);
 	return e;
+}
+
+/* exact_of every pair of Q x B, row-major. */
+static exact *exact_table(const rows *Q, const rows *B)
+{
+	int64_t d = Q->d;
+	exact *ex = malloc(sizeof(exact) * (size_t)(Q->n * B->n + 1));
+
+	CU_ASSERT_FATAL(ex != NULL);
+	for (int64_t i = 0; i < Q->n; i++)
+		for (int64_t j = 0; j < B->n; j++)
+			ex[i * B->n + j] = exact_of(Q->x + i * d, B->x + j * d,
+						    d, Q->n2[i], B->n2[j]);
+	return ex;
 }
 
 /* ---- the check ---------------------------------------------------------------- */
@@ -353,22 +375,15 @@ static void check_rows(tally *t, const rows *Q, const rows *B, int nacc,
 	float *rb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
 	float *hq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
 	float *hb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
-	exact *ex = malloc(sizeof(exact) * (size_t)(Q->n * B->n + 1));
+	exact *ex = exact_table(Q, B);
 
-	CU_ASSERT_FATAL(rq && rb && hq && hb && ex);
-	for (int64_t i = 0; i < Q->n; i++)
-		for (int64_t j = 0; j < B->n; j++)
-			ex[i * B->n + j] = exact_of(Q->x + i * d, B->x + j * d,
-						    d, Q->n2[i], B->n2[j]);
+	CU_ASSERT_FATAL(rq && rb && hq && hb);
 	for (int v = 0; v < NVAR; v++) {
 		const variant *var = &variants[v];
 		xj_precision p = var->p;
 
-		/* a chunk beyond fp16 runs the float32 GEMM, and bound; the
-		 * normalised rows of cosine always fit */
-		if (p == XJ_PREC_FP16 &&
-		    (!backend_cuda_host_fp16_fits(Q->x, Q->n * d) ||
-		     !backend_cuda_host_fp16_fits(B->x, B->n * d))) {
+		/* a chunk beyond fp16 runs the float32 GEMM, and bound */
+		if (p == XJ_PREC_FP16 && fp16_falls_back(Q, B)) {
 			t->fallback++;
 			p = XJ_PREC_FP32;
 		}
@@ -560,6 +575,13 @@ static const int64_t dims[] = { 1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 257,
 				512, 1024 };
 #define NDIM ((int)(sizeof(dims) / sizeof(dims[0])))
 
+/* n rows of scale si, d wide. */
+static void rows_random(rows *r, int64_t n, int64_t d, int si)
+{
+	CU_ASSERT_FATAL(rows_make(r, gauss_rows(n, d, scales[si][0],
+						scales[si][1]), n, d) == 0);
+}
+
 static void test_bound_random(void)
 {
 	tally all, main_case;
@@ -570,14 +592,11 @@ static void test_bound_random(void)
 	for (int di = 0; di < NDIM; di++)
 		for (int si = 0; si < NSCALE; si++) {
 			int64_t d = dims[di];
-			float *q = gauss_rows(nq, d, scales[si][0], scales[si][1]);
-			float *b = gauss_rows(nb, d, scales[si][0], scales[si][1]);
 			rows Q, B;
 			char where[64];
 
-			CU_ASSERT_FATAL(q && b);
-			CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
-			CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+			rows_random(&Q, nq, d, si);
+			rows_random(&B, nb, d, si);
 			snprintf(where, sizeof(where), "d=%lld rows %g+%g N(0,1)",
 				 (long long)d, scales[si][0], scales[si][1]);
 			check_rows(&all, &Q, &B, NACC, where);
@@ -586,8 +605,6 @@ static void test_bound_random(void)
 				check_rows(&main_case, &Q, &B, NACC, where);
 			rows_free(&Q);
 			rows_free(&B);
-			free(q);
-			free(b);
 		}
 	tally_print(&all, "random rows, every d and scale");
 	tally_print(&main_case, "random N(0,1) rows, d >= 16");
@@ -598,66 +615,12 @@ static void test_bound_random(void)
 			CU_ASSERT(main_case.worst[v][mi] * 64 > 1);
 }
 
-/* The 100k GloVe file (a bundle's, or the project's shared data), else
- * the demo slice in the tree; relative paths for a tree that moved (the
- * GPU machine runs from the repository root). */
-static int glove_rows(float **q, int64_t nq, float **b, int64_t nb,
-		      int64_t *d)
-{
-	char bundled[XJ_PATH_MAX] = "";
-	const char *files[] = {
-		bundled,
-		XJ_SOURCE_DIR "/../shared/data/glove-100d-100k.h5",
-		"../shared/data/glove-100d-100k.h5",
-		XJ_SOURCE_DIR "/data/glove-demo.h5",
-		"data/glove-demo.h5",
-	};
-	h5in_info tinfo, binfo;
-	h5in *h = NULL;
-	xj_status st;
-
-	if (getenv("XJ_BUNDLE"))
-		snprintf(bundled, sizeof(bundled), "%s/data/glove-100d-100k.h5",
-			 getenv("XJ_BUNDLE"));
-	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
-		xj_ok(&st);
-		if (!files[f][0] ||
-		    h5in_probe(files[f], "/train", "train", &binfo, &st))
-			continue;
-		xj_ok(&st);
-		/* the demo has 8 queries: take more train rows instead */
-		if (h5in_probe(files[f], "/test", "test", &tinfo, &st) ||
-		    tinfo.rows < nq)
-			tinfo = binfo;
-		if (binfo.rows < nq + nb)
-			continue;
-		printf("\n  GloVe rows from %s", files[f]);
-		*d = binfo.cols;
-		*q = malloc(sizeof(float) * (size_t)(nq * *d));
-		*b = malloc(sizeof(float) * (size_t)(nb * *d));
-		if (!*q || !*b || h5in_open(&tinfo, &h, &st) ||
-		    h5in_read(h, tinfo.rows - nq, nq, *q, &st))
-			return -1;
-		h5in_close(h);
-		if (h5in_open(&binfo, &h, &st) || h5in_read(h, 0, nb, *b, &st))
-			return -1;
-		h5in_close(h);
-		return 0;
-	}
-	return -1;
-}
-
 static void test_bound_glove(void)
 {
-	const int64_t nq = 40, nb = 250;
-	float *q = NULL, *b = NULL;
-	int64_t d = 0;
 	rows Q, B;
 	tally t;
 
-	CU_ASSERT_FATAL(glove_rows(&q, nq, &b, nb, &d) == 0);
-	CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
-	CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+	rows_glove(&Q, 40, &B, 250);
 	tally_init(&t);
 	check_rows(&t, &Q, &B, NACC, "GloVe");
 	tally_print(&t, "GloVe rows");
@@ -667,8 +630,6 @@ static void test_bound_glove(void)
 			CU_ASSERT(t.worst[v][mi] * 64 > 1);
 	rows_free(&Q);
 	rows_free(&B);
-	free(q);
-	free(b);
 }
 
 /* ---- device suite --------------------------------------------------------- */
@@ -681,29 +642,23 @@ static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
 	int64_t d = Q->d, n = Q->n * B->n, bad = 0;
 	float *g = malloc(sizeof(float) * (size_t)(n + 1));
 	float *h = malloc(sizeof(float) * (size_t)(n + 1));
-	exact *ex = malloc(sizeof(exact) * (size_t)(n + 1));
+	exact *ex = exact_table(Q, B);
 	xj_status st;
 
-	CU_ASSERT_FATAL(g && h && ex);
-	for (int64_t i = 0; i < Q->n; i++)
-		for (int64_t j = 0; j < B->n; j++)
-			ex[i * B->n + j] = exact_of(Q->x + i * d, B->x + j * d, d,
-						    Q->n2[i], B->n2[j]);
+	CU_ASSERT_FATAL(g && h);
 	for (size_t pi = 0; pi < 3; pi++) {
 		xj_precision p = precs[pi];
 		int v = p == XJ_PREC_TF32 ? 0 : p == XJ_PREC_BF16 ? 3 : 4;
 
-		if (p == XJ_PREC_FP16 &&
-		    (!backend_cuda_host_fp16_fits(Q->x, Q->n * d) ||
-		     !backend_cuda_host_fp16_fits(B->x, B->n * d)))
+		if (p == XJ_PREC_FP16 && fp16_falls_back(Q, B))
 			continue;
 		memset(g, 0xff, sizeof(float) * (size_t)n);
 		memset(h, 0xff, sizeof(float) * (size_t)n);
 		xj_ok(&st);
-		if (backend_cuda_test_gemm(device, p, Q->x, Q->n, B->x, B->n, d,
-					   -1.0f, g, &st) ||
-		    backend_cuda_test_gemm(device, p, Q->hat, Q->n, B->hat, B->n,
-					   d, -1.0f, h, &st)) {
+		if (backend_cuda_test_gemm(gpu_device, p, Q->x, Q->n, B->x, B->n,
+					   d, -1.0f, g, &st) ||
+		    backend_cuda_test_gemm(gpu_device, p, Q->hat, Q->n, B->hat,
+					   B->n, d, -1.0f, h, &st)) {
 			printf("\n  %s: %s", precision_name(p), st.msg);
 			bad++;
 			continue;
@@ -735,41 +690,28 @@ static void test_device_gemm(void)
 {
 	const int64_t nq = 64, nb = 300;
 	int64_t bad = 0;
+	rows Q, B;
 	tally t;
 
 	tally_init(&t);
 	for (int di = 0; di < NDIM; di++)
 		for (int si = 0; si < NSCALE; si++) {
 			int64_t d = dims[di];
-			float *q = gauss_rows(nq, d, scales[si][0], scales[si][1]);
-			float *b = gauss_rows(nb, d, scales[si][0], scales[si][1]);
-			rows Q, B;
 			char where[64];
 
-			CU_ASSERT_FATAL(q && b);
-			CU_ASSERT_FATAL(rows_make(&Q, q, nq, d) == 0);
-			CU_ASSERT_FATAL(rows_make(&B, b, nb, d) == 0);
+			rows_random(&Q, nq, d, si);
+			rows_random(&B, nb, d, si);
 			snprintf(where, sizeof(where), "device d=%lld %g+%g",
 				 (long long)d, scales[si][0], scales[si][1]);
 			bad += gemm_case(&Q, &B, &t, where);
 			rows_free(&Q);
 			rows_free(&B);
-			free(q);
-			free(b);
 		}
-	float *q = NULL, *b = NULL;
-	int64_t d = 0;
-	rows Q, B;
-
-	CU_ASSERT_FATAL(glove_rows(&q, 200, &b, 2000, &d) == 0);
-	CU_ASSERT_FATAL(rows_make(&Q, q, 200, d) == 0);
-	CU_ASSERT_FATAL(rows_make(&B, b, 2000, d) == 0);
+	rows_glove(&Q, 200, &B, 2000);
 	bad += gemm_case(&Q, &B, &t, "device GloVe");
 	tally_print(&t, "device GEMM (ip, cosine columns)");
 	rows_free(&Q);
 	rows_free(&B);
-	free(q);
-	free(b);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(t.bad, 0);
 }
@@ -788,7 +730,7 @@ static int run_topk(int cuda, const xj_backend_cfg *cfg0, const float *q,
 	cfg.max_query_rows = qc;
 	cfg.max_base_rows = bc;
 	poison(key, idx, nq * k);
-	if (cuda ? backend_cuda_create(&cfg, device, 0.9, &be, &st) :
+	if (cuda ? gpu_backend_create(&cfg, &be, &st) :
 		   backend_cpu_create(&cfg, &be, &st))
 		goto fail;
 	for (int64_t q0 = 0; q0 < nq; q0 += qc) {
@@ -931,29 +873,7 @@ static const unit_test device_tests[] = {
 
 int main(int argc, char **argv)
 {
-	int host_only = argc > 1 && !strcmp(argv[1], "--host-only");
-	int ndev = 0;
-	char reason[512], line[512];
-
-	if (!host_only) {
-		backend_cuda_probe(&ndev, reason, sizeof(reason));
-		if (ndev == 0) {
-			printf("SKIPPED: %s\n", reason);
-			return SKIP_CODE;
-		}
-		if (getenv("XJ_CUDA_DEVICE"))
-			device = atoi(getenv("XJ_CUDA_DEVICE"));
-		if (backend_cuda_device_info(device, line, sizeof(line)) == XJ_OK)
-			printf("device %d of %d: %s\n", device, ndev, line);
-	}
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	if (!unit_add("cuda_precision_host", host_tests,
-		      UNIT_COUNT(host_tests)) ||
-	    (!host_only && !unit_add("cuda_precision_device", device_tests,
-				     UNIT_COUNT(device_tests)))) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	return unit_run_all();
+	return gpu_test_main(argc, argv, "cuda_precision_host", host_tests,
+			     UNIT_COUNT(host_tests), "cuda_precision_device",
+			     device_tests, UNIT_COUNT(device_tests));
 }

@@ -41,19 +41,12 @@
 #include "kernels/cuda/nccl_transport.h"
 #include "kernels/topk.h"
 #define TESTDATA_SEED 0x5e11dfeedull
+#include "tests/gpu/gpu_test.h"
 #include "tests/unit/testdata.h"
 #include "tests/unit/unit.h"
 
-#define SKIP_CODE 77
-
-static int device = 0;
 static xj_comm comm;     /* one rank, one grid row */
 static MPI_Comm world;
-
-static int same_f32(float a, float b)
-{
-	return !memcmp(&a, &b, sizeof(a));
-}
 
 /* n elements of device memory holding host data (or NULL on failure). */
 static void *to_device(const void *host, size_t bytes)
@@ -83,7 +76,7 @@ static int open_nccl(xj_transport *t, double timeout_s)
 
 	xj_ok(&st);
 	comm_row_group(&comm, &row);
-	if (nccl_transport_open(&row, device, timeout_s, t, &st)) {
+	if (nccl_transport_open(&row, gpu_device, timeout_s, t, &st)) {
 		printf("\n  nccl_transport_open: %s", st.msg);
 		return -1;
 	}
@@ -147,32 +140,6 @@ static void test_alltoallv(void)
 
 /* ---- the merge of several ranks' lists ---------------------------------- */
 
-/* Lists as the exchange leaves them (rank j's list of row r at
- * (j rows + r) k), rank j's indices in its own shard, keys from a small
- * set with signed zeros, 0 .. k valid entries each. */
-static void received_lists(int p, int64_t rows, int64_t k, float *key,
-			   int64_t *idx)
-{
-	for (int j = 0; j < p; j++)
-		for (int64_t r = 0; r < rows; r++) {
-			float *lk = key + ((int64_t)j * rows + r) * k;
-			int64_t *li = idx + ((int64_t)j * rows + r) * k;
-			int64_t n = (int64_t)(rng_next() % (uint64_t)(k + 1));
-
-			if (rng_next() % 4 == 0)
-				n = rng_next() % 2 ? k : 0;
-			for (int64_t e = 0; e < n; e++) {
-				lk[e] = (float)(rng_next() % 7) - 3.0f;
-				if (lk[e] == 0 && rng_next() % 2)
-					lk[e] = -0.0f;
-				li[e] = (int64_t)j * 1000000 + e * 1000 +
-					(int64_t)(rng_next() % 1000);
-			}
-			topk_sort(lk, li, n);
-			topk_pad(lk, li, n, k);
-		}
-}
-
 static void test_device_merge(void)
 {
 	const int ps[] = { 1, 2, 3, 7, 16 };
@@ -191,25 +158,17 @@ static void test_device_merge(void)
 				int64_t *oi = malloc(sizeof(int64_t) * (size_t)(m + 1));
 				float *rk = malloc(sizeof(float) * (size_t)(m + 1));
 				int64_t *ri = malloc(sizeof(int64_t) * (size_t)(m + 1));
-				const float **lk = malloc(sizeof(*lk) * (size_t)p);
-				const int64_t **li = malloc(sizeof(*li) * (size_t)p);
 				xj_status st;
 
-				CU_ASSERT_FATAL(key && idx && ok && oi && rk && ri &&
-						lk && li);
+				CU_ASSERT_FATAL(key && idx && ok && oi && rk && ri);
 				received_lists(p, rows, k, key, idx);
-				for (int64_t r = 0; r < rows; r++) {
-					for (int j = 0; j < p; j++) {
-						lk[j] = key + ((int64_t)j * rows + r) * k;
-						li[j] = idx + ((int64_t)j * rows + r) * k;
-					}
-					topk_merge(p, lk, li, k, rk + r * k,
-						   ri + r * k);
-				}
+				CU_ASSERT_FATAL(received_merge(p, rows, k, key, idx,
+								rk, ri) == 0);
 				poison(ok, oi, m);
 				xj_ok(&st);
-				if (backend_cuda_test_merge(device, p, rows, k, key,
-							    idx, ok, oi, &st)) {
+				if (backend_cuda_test_merge(gpu_device, p, rows, k,
+							    key, idx, ok, oi,
+							    &st)) {
 					printf("\n  %s", st.msg);
 					bad++;
 				}
@@ -228,8 +187,6 @@ static void test_device_merge(void)
 				free(oi);
 				free(rk);
 				free(ri);
-				free(lk);
-				free(li);
 			}
 	CU_ASSERT_EQUAL(bad, 0);
 }
@@ -257,7 +214,7 @@ static int hook_run(const xj_backend_cfg *cfg, const float *q, int64_t nq,
 		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory");
 	}
 	poison(key, idx, nq * k);
-	rc = backend_cuda_create(cfg, device, 0.9, &be, st);
+	rc = gpu_backend_create(cfg, &be, st);
 	if (!rc)
 		rc = be->topk_begin(be, &qr, st);
 	if (!rc)
@@ -363,7 +320,7 @@ static void test_errors(void)
 	cfg.max_query_rows = n;
 	cfg.max_base_rows = n;
 	xj_ok(&st);
-	CU_ASSERT_FATAL(backend_cuda_create(&cfg, device, 0.9, &be, &st) == XJ_OK);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
 	CU_ASSERT_PTR_NOT_NULL(be->topk_end_merged);
 	comm_mpi_transport(&world, &mpi);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &r, &st), XJ_OK);
@@ -418,8 +375,8 @@ static const unit_test tests[] = {
 
 int main(int argc, char **argv)
 {
-	char reason[512], line[512];
-	int ndev = 0, nranks = 0;
+	char reason[512];
+	int nranks = 0, rc;
 	xj_status st;
 
 	if (MPI_Init(&argc, &argv) != MPI_SUCCESS)
@@ -431,25 +388,18 @@ int main(int argc, char **argv)
 		printf("comm: %s\n", st.msg);
 		return finish(1);
 	}
-	backend_cuda_probe(&ndev, reason, sizeof(reason));
-	if (ndev == 0) {
-		printf("SKIPPED: %s\n", reason);
-		return finish(SKIP_CODE);
-	}
+	if ((rc = gpu_test_device()) != 0)
+		return finish(rc);
 	if (!nccl_transport_available(reason, sizeof(reason))) {
 		printf("SKIPPED: no usable NCCL: %s\n", reason);
-		return finish(SKIP_CODE);
+		return finish(GPU_TEST_SKIP);
 	}
 	if (nranks != 1) {
 		printf("test_nccl_transport runs as one rank (NCCL needs a GPU per rank), not %d\n",
 		       nranks);
 		return finish(1);
 	}
-	if (getenv("XJ_CUDA_DEVICE"))
-		device = atoi(getenv("XJ_CUDA_DEVICE"));
-	if (backend_cuda_device_info(device, line, sizeof(line)) == XJ_OK)
-		printf("device %d of %d: %s\n", device, ndev, line);
-	if (cudaSetDevice(device) != cudaSuccess)
+	if (cudaSetDevice(gpu_device) != cudaSuccess)
 		return finish(1);
 	return finish(unit_run("nccl_transport", tests, UNIT_COUNT(tests)));
 }

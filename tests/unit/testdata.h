@@ -2,11 +2,13 @@
  * testdata.h: deterministic test data shared by the kernel tests.
  *
  * defines: IDX_POISON, metrics, metric_names, rng_next, rng_unit, rng_gauss,
- *          gauss_rows, poison
+ *          gauss_rows, poison, same_f32, same_f64, received_lists,
+ *          received_merge
  *
  * A file may #define TESTDATA_SEED before including this to get its own
  * stream. Outputs are poisoned (NaN keys, IDX_POISON indices) before the
- * code under test writes them, so an unwritten entry can never pass.
+ * code under test writes them, so an unwritten entry can never pass, and
+ * results are compared bit for bit (same_f32), so -0 is not +0.
  */
 #ifndef XJ_TEST_DATA_H
 #define XJ_TEST_DATA_H
@@ -14,8 +16,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config/job.h"
+#include "kernels/topk.h"
 
 #ifndef TESTDATA_SEED
 #define TESTDATA_SEED 0x1234abcdull
@@ -74,6 +78,71 @@ static inline void poison(float *key, int64_t *idx, int64_t n)
 		key[i] = NAN;
 		idx[i] = IDX_POISON;
 	}
+}
+
+/* Bit equality: NaN payloads and the sign of zero count. */
+static inline int same_f32(float a, float b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+static inline int same_f64(double a, double b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+/*
+ * Random received lists of a grid row's merge, laid out as the exchange
+ * leaves them (the list of row r from rank j at (j rows + r) k). Rank j's
+ * indices lie in its own shard [j 10^9, (j + 1) 10^9) and are distinct
+ * (entry e draws from [e 1000, (e + 1) 1000) of it), keys come from a
+ * small set with -0 and +0 (ties across ranks), and a list holds 0 .. k
+ * valid entries (a quarter of them none or k), sorted and padded.
+ */
+static inline void received_lists(int p, int64_t rows, int64_t k, float *key,
+				  int64_t *idx)
+{
+	for (int j = 0; j < p; j++)
+		for (int64_t r = 0; r < rows; r++) {
+			float *lk = key + ((int64_t)j * rows + r) * k;
+			int64_t *li = idx + ((int64_t)j * rows + r) * k;
+			int64_t n = (int64_t)(rng_next() % (uint64_t)(k + 1));
+
+			if (rng_next() % 4 == 0)
+				n = rng_next() % 2 ? k : 0;
+			for (int64_t e = 0; e < n; e++) {
+				lk[e] = (float)(rng_next() % 7) - 3.0f;
+				if (lk[e] == 0 && rng_next() % 2)
+					lk[e] = -0.0f;
+				li[e] = (int64_t)j * 1000000000 + e * 1000 +
+					(int64_t)(rng_next() % 1000);
+			}
+			topk_sort(lk, li, n);
+			topk_pad(lk, li, n, k);
+		}
+}
+
+/* The reference merge of received_lists' layout: topk_merge (what
+ * exchange_topk_reduce_scatter runs) of each row's p lists into (okey,
+ * oidx), rows x k. 0, or -1 when out of memory. */
+static inline int received_merge(int p, int64_t rows, int64_t k,
+				 const float *key, const int64_t *idx,
+				 float *okey, int64_t *oidx)
+{
+	const float **lk = malloc(sizeof(*lk) * (size_t)(p + 1));
+	const int64_t **li = malloc(sizeof(*li) * (size_t)(p + 1));
+	int rc = lk && li ? 0 : -1;
+
+	for (int64_t r = 0; !rc && r < rows; r++) {
+		for (int j = 0; j < p; j++) {
+			lk[j] = key + ((int64_t)j * rows + r) * k;
+			li[j] = idx + ((int64_t)j * rows + r) * k;
+		}
+		topk_merge(p, lk, li, k, okey + r * k, oidx + r * k);
+	}
+	free(lk);
+	free(li);
+	return rc;
 }
 
 #endif
