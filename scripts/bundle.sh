@@ -8,8 +8,9 @@
 #
 # DIR (default bundle/) gets:
 #   bin/          xjoin, libxjoin_cuda.so (the CUDA backend, which xjoin
-#                 loads from its own folder), test_cuda_backend, the unit
-#                 test programs
+#                 loads from its own folder), the backend contract
+#                 programs (contract_cuda, contract_cpu),
+#                 test_cuda_backend, the unit test programs
 #   lib/          the libraries, each under its soname
 #   lib/compat/   libstdc++ and libgcc_s, used only where the system has none
 #                 (a newer system copy serves our programs too; ours could be
@@ -65,7 +66,8 @@ mkdir -p "$mpi_libdir/openmpi/lib"
 
 # --- programs -------------------------------------------------------------
 elves=()
-for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/test_*; do
+for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/contract_* \
+	build/tests/test_*; do
 	[ -f "$f" ] && [ -x "$f" ] || continue
 	cp "$f" "$out/bin/"
 	elves+=("$out/bin/$(basename "$f")")

@@ -16,10 +16,13 @@
 # Checks, each printed as PASS, FAIL or SKIP with a reason:
 #   - the GPU test programs, each exiting 77 with SKIPPED when there is no
 #     GPU (test_nccl_transport also without a loadable NCCL):
-#     gpu.test_cuda_backend, gpu.test_cuda_precision (the tf32/bf16/fp16
-#     GEMM within its error bound, top-k in every precision equal to the
-#     CPU), gpu.test_nccl_transport (one rank: NCCL exchange, device merge
-#     of a grid row, topk_end_merged against the MPI path, the deadline)
+#     gpu.contract_cuda (the backend contract: top-k and matrix blocks bit
+#     for bit against the canonical reference, errors, as the CPU backend
+#     passes it), gpu.test_cuda_backend (what only the CUDA backend has),
+#     gpu.test_cuda_precision (the tf32/bf16/fp16 GEMM within its error
+#     bound, top-k in every precision equal to the CPU),
+#     gpu.test_nccl_transport (one rank: NCCL exchange, device merge of a
+#     grid row, topk_end_merged against the MPI path, the deadline)
 #   - topk k=10 and k=100, every metric, on data/glove-demo.h5 and
 #     glove-100d-100k.h5 (bundle DIR/data or ../shared/data) when present:
 #     --device gpu against --device cpu
@@ -221,7 +224,7 @@ check() {
 }
 
 # --- 1. the CUDA backend's own tests -------------------------------------------
-for t in test_cuda_backend test_cuda_precision test_nccl_transport; do
+for t in contract_cuda test_cuda_backend test_cuda_precision test_nccl_transport; do
 	prog=
 	for dir in $test_dir; do
 		[ -x "$dir/$t" ] && { prog=$dir/$t; break; }

@@ -46,6 +46,7 @@
 #include "kernels/metric.h"
 #define TESTDATA_SEED 0x7e57c0de5eedull
 #include "tests/unit/testdata.h"
+#include "tests/backend/contract.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/unit/glove.h"
 #include "tests/unit/unit.h"
@@ -716,47 +717,6 @@ static void test_device_gemm(void)
 	CU_ASSERT_EQUAL(t.bad, 0);
 }
 
-/* Top-k of q x b through a backend in chunks of qc x bc rows. */
-static int run_topk(int cuda, const xj_backend_cfg *cfg0, const float *q,
-		    int64_t nq, const float *b, int64_t nb, int64_t qc,
-		    int64_t bc, float *key, int64_t *idx)
-{
-	xj_backend_cfg cfg = *cfg0;
-	int64_t d = cfg.d, k = cfg.k;
-	xj_backend *be = NULL;
-	xj_status st;
-
-	xj_ok(&st);
-	cfg.max_query_rows = qc;
-	cfg.max_base_rows = bc;
-	poison(key, idx, nq * k);
-	if (cuda ? gpu_backend_create(&cfg, &be, &st) :
-		   backend_cpu_create(&cfg, &be, &st))
-		goto fail;
-	for (int64_t q0 = 0; q0 < nq; q0 += qc) {
-		xj_rows qr = { q + q0 * d, nq - q0 < qc ? nq - q0 : qc, d, q0 };
-
-		if (be->topk_begin(be, &qr, &st))
-			goto fail;
-		for (int64_t b0 = 0; b0 < nb; b0 += bc) {
-			xj_rows br = { b + b0 * d, nb - b0 < bc ? nb - b0 : bc,
-				       d, b0 };
-
-			if (be->topk_add(be, &br, &st))
-				goto fail;
-		}
-		if (be->topk_end(be, key + q0 * k, idx + q0 * k, &st))
-			goto fail;
-	}
-	be->release(be);
-	return 0;
-fail:
-	printf("\n  %s backend: %s", cuda ? "cuda" : "cpu", st.msg);
-	if (be)
-		be->release(be);
-	return 1;
-}
-
 static int64_t topk_case(const char *what, const float *q, int64_t nq,
 			 const float *b, int64_t nb, int64_t d)
 {
@@ -778,7 +738,8 @@ static int64_t topk_case(const char *what, const float *q, int64_t nq,
 			cfg.k = ks[ki];
 			cfg.d = d;
 			cfg.self = q == b;
-			if (run_topk(0, &cfg, q, nq, b, nb, nq, nb, rk, ri)) {
+			if (contract_topk(backend_cpu_create, &cfg, q, nq, b, nb,
+					  0, 0, 0, rk, ri, NULL)) {
 				bad++;
 				continue;
 			}
@@ -788,8 +749,9 @@ static int64_t topk_case(const char *what, const float *q, int64_t nq,
 					int64_t bc = chunks[c][1] ? chunks[c][1] : nb;
 
 					cfg.precision = precs[pi];
-					if (run_topk(1, &cfg, q, nq, b, nb, qc, bc,
-						     gk, gi)) {
+					if (contract_topk(gpu_backend_create, &cfg,
+							  q, nq, b, nb, qc, bc, 0,
+							  gk, gi, NULL)) {
 						bad++;
 						continue;
 					}

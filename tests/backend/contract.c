@@ -1,0 +1,1017 @@
+/*
+ * contract.c: the backend contract's cases (contract.h), run against the
+ * backend of one contract_backend entry.
+ *
+ * Reference top-k: for each query, the canonical key (metric_key) of every
+ * base row, filtered by threshold and self, sorted by (key, index), first
+ * k, padded with (+inf, -1). The backend must return exactly those bits
+ * (memcmp) for every chunking of queries and bases, thread count, k and
+ * metric, so the reference's keys are checked once against long double
+ * scores (abs + |ref| * eps) for all of them. The reference sorts each
+ * query's keys once per data set and metric; every k, threshold and self
+ * setting is a filtered prefix of those lists.
+ *
+ * Data: Gaussian, clustered, large offsets (the expanded GEMM form
+ * cancels, so only rescoring can be right), near ties that float GEMM
+ * cannot order, many duplicated rows (ties), k above the base size
+ * (padding), empty chunks, and real GloVe rows. Most cases run at two
+ * sizes: small data in small, odd chunks (one row, 7 rows, thread teams),
+ * and data whose chunks cross the CUDA backend's 512 x 4096 tiles, with k
+ * up to 5000 (left out with --small).
+ *
+ * Matrix blocks: canonical values (metric_key_to_value of metric_key),
+ * bit for bit, in pinned and pageable memory, nothing written past the
+ * block or for an empty one; blocks queued in turn as the driver does.
+ * Errors: calls out of order, wrong dimension, zero, huge and NaN rows
+ * (named by their global row), impossible sizes (resource errors, and
+ * the backend still works).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "contract.h"
+#include "config/status.h"
+#include "kernels/backend.h"
+#include "kernels/metric.h"
+#include "tests/unit/glove.h"
+#include "tests/unit/testdata.h"
+#include "tests/unit/unit.h"
+
+/* the backend under test; set by contract_add */
+static const contract_backend *cur;
+/* --small: leave out the data sized for the CUDA tiles */
+static int small_only;
+
+/* ---- data ---------------------------------------------------------- */
+
+static float *cluster_rows(int64_t n, int64_t d, int nc, double noise)
+{
+	float *c = gauss_rows(nc, d, 0, 1);
+	float *x = malloc(sizeof(float) * (size_t)(n * d + 1));
+
+	for (int64_t i = 0; c && x && i < n; i++) {
+		int64_t cc = (int64_t)(rng_next() % (uint64_t)nc);
+
+		for (int64_t e = 0; e < d; e++)
+			x[i * d + e] = (float)(c[cc * d + e] + noise * rng_gauss());
+	}
+	free(c);
+	return x;
+}
+
+/* Near ties that float GEMM cannot order: rows c + 1e-4 noise around one
+ * centre c of norm ~100 sqrt(d), and queries orthogonal to c, so every
+ * inner product is a large cancelling sum whose float error exceeds the
+ * gaps between candidates (ip); for cosine all rows are nearly parallel. */
+static void near_tie_rows(int64_t nb, int64_t nq, int64_t d, float **bp,
+			  float **qp)
+{
+	float *c = gauss_rows(1, d, 0, 100);
+	float *b = malloc(sizeof(float) * (size_t)(nb * d + 1));
+	float *q = gauss_rows(nq, d, 0, 1);
+	double cc = 0;
+
+	*bp = b;
+	*qp = q;
+	if (!c || !b || !q)
+		return;
+	for (int64_t e = 0; e < d; e++)
+		cc += (double)c[e] * c[e];
+	for (int64_t j = 0; j < nb; j++)
+		for (int64_t e = 0; e < d; e++)
+			b[j * d + e] = (float)(c[e] + 1e-4 * rng_gauss());
+	for (int64_t i = 0; i < nq; i++) {
+		double p = 0;
+
+		for (int64_t e = 0; e < d; e++)
+			p += (double)q[i * d + e] * c[e];
+		for (int64_t e = 0; e < d; e++)
+			q[i * d + e] = (float)(q[i * d + e] - p / cc * c[e]);
+	}
+	free(c);
+}
+
+/* n rows that repeat nd distinct rows in a scrambled order. */
+static float *dup_rows(int64_t n, int64_t d, int nd)
+{
+	float *u = gauss_rows(nd, d, 0, 1);
+	float *x = malloc(sizeof(float) * (size_t)(n * d + 1));
+
+	for (int64_t i = 0; u && x && i < n; i++)
+		memcpy(x + i * d, u + ((i * 7 + i / 3) % nd) * d,
+		       sizeof(float) * (size_t)d);
+	free(u);
+	return x;
+}
+
+/* ---- reference ------------------------------------------------------- */
+
+/* Long double score in key units, and its tolerance. */
+static int key_close(xj_metric m, const float *q, const float *b, int64_t d,
+		     float key)
+{
+	long double s = 0, qq = 0, bb = 0, r, tol;
+
+	for (int64_t e = 0; e < d; e++) {
+		long double x = q[e], y = b[e];
+
+		if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN)
+			s += (x - y) * (x - y);
+		else
+			s += x * y;
+		qq += x * x;
+		bb += y * y;
+	}
+	switch (m) {
+	case XJ_METRIC_L2:
+		r = sqrtl(s);
+		tol = 0;
+		break;
+	case XJ_METRIC_SQEUCLIDEAN:
+		r = s;
+		tol = 0;
+		break;
+	case XJ_METRIC_IP:
+		r = -s;
+		tol = sqrtl(qq * bb) * 0x1p-40L;
+		break;
+	default:
+		r = 1 - s / sqrtl(qq * bb);
+		tol = 0x1p-40L;
+		break;
+	}
+	tol += fabsl(r) * 0x1p-23L + 0x1p-140L;
+	return fabsl((long double)key - r) <= tol;
+}
+
+typedef struct ref_pair {
+	float key;
+	int64_t idx;
+} ref_pair;
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const ref_pair *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Each query's first kmax base rows by (canonical key, index), of one
+ * data set and metric. Their keys are checked against long double scores
+ * here, once: a backend's result must have these bits. */
+typedef struct ref_lists {
+	int64_t nq, kmax;   /* kmax <= nb */
+	float *key;         /* nq x kmax */
+	int64_t *idx;
+} ref_lists;
+
+static void ref_build(ref_lists *r, xj_metric m, const float *q, int64_t nq,
+		      const float *b, int64_t nb, int64_t d, int64_t kmax)
+{
+	ref_pair *p = malloc(sizeof(ref_pair) * (size_t)(nb + 1));
+	double *bb = malloc(sizeof(double) * (size_t)(nb + 1));
+	int64_t far = 0;
+
+	r->nq = nq;
+	r->kmax = kmax < nb ? kmax : nb;
+	r->key = malloc(sizeof(float) * (size_t)(nq * r->kmax + 1));
+	r->idx = malloc(sizeof(int64_t) * (size_t)(nq * r->kmax + 1));
+	CU_ASSERT_FATAL(p && bb && r->key && r->idx);
+	for (int64_t j = 0; j < nb; j++)
+		bb[j] = metric_norm2(b + j * d, d);
+	for (int64_t i = 0; i < nq; i++) {
+		double qq = metric_norm2(q + i * d, d);
+
+		for (int64_t j = 0; j < nb; j++) {
+			p[j].key = metric_key(m, q + i * d, b + j * d, d, qq,
+					      bb[j]);
+			p[j].idx = j;
+		}
+		qsort(p, (size_t)nb, sizeof(*p), ref_cmp);
+		for (int64_t e = 0; e < r->kmax; e++) {
+			r->key[i * r->kmax + e] = p[e].key;
+			r->idx[i * r->kmax + e] = p[e].idx;
+			if (!key_close(m, q + i * d, b + p[e].idx * d, d,
+				       p[e].key) && far++ < 4)
+				printf("\n  %s: key %.9g of query %lld, row %lld is off its long double score",
+				       metric_names[m], p[e].key, (long long)i,
+				       (long long)p[e].idx);
+		}
+	}
+	CU_ASSERT_EQUAL(far, 0);
+	free(p);
+	free(bb);
+}
+
+static void ref_free(ref_lists *r)
+{
+	free(r->key);
+	free(r->idx);
+}
+
+typedef struct tcase {
+	xj_metric metric;
+	int64_t k;
+	int has_threshold;
+	float threshold_key;
+	int self;
+	const float *q;
+	int64_t nq;
+	const float *b;
+	int64_t nb;
+	int64_t d;
+} tcase;
+
+/* The reference result of tc (nq x k) from lists of its data and metric:
+ * self drops the query's own row, the threshold cuts the sorted list. */
+static void ref_topk(const ref_lists *r, const tcase *tc, float *key,
+		     int64_t *idx)
+{
+	int64_t k = tc->k;
+
+	/* enough entries for k, or all of the base */
+	CU_ASSERT_FATAL(r->nq == tc->nq &&
+			(k + tc->self <= r->kmax || r->kmax == tc->nb));
+	for (int64_t i = 0; i < tc->nq; i++) {
+		const float *lk = r->key + i * r->kmax;
+		const int64_t *li = r->idx + i * r->kmax;
+		int64_t n = 0;
+
+		for (int64_t e = 0; e < r->kmax && n < k; e++) {
+			if (tc->self && li[e] == i)
+				continue;
+			if (tc->has_threshold && !(lk[e] <= tc->threshold_key))
+				break;
+			key[i * k + n] = lk[e];
+			idx[i * k + n++] = li[e];
+		}
+		for (; n < k; n++) {
+			key[i * k + n] = INFINITY;
+			idx[i * k + n] = -1;
+		}
+	}
+}
+
+/* the rank pick_threshold takes: lists of 10 and more are cut */
+#define THRESHOLD_RANK 9
+
+/* A threshold that cuts most k-lists short: the key of rank
+ * THRESHOLD_RANK of query 0 without threshold, through the value and
+ * back, as the driver does. */
+static float pick_threshold(const ref_lists *ref, tcase tc)
+{
+	const int64_t r = THRESHOLD_RANK;
+	float *key = malloc(sizeof(float) * (size_t)(tc.nq * (r + 1)));
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(tc.nq * (r + 1)));
+	float t;
+
+	CU_ASSERT_FATAL(key && idx);
+	tc.k = r + 1;
+	tc.has_threshold = 0;
+	ref_topk(ref, &tc, key, idx);
+	t = metric_value_to_key(tc.metric,
+				metric_key_to_value(tc.metric, key[r]));
+	free(key);
+	free(idx);
+	return t;
+}
+
+/* ---- running the backend --------------------------------------------- */
+
+typedef struct chunking {
+	int64_t qc, bc;     /* rows per chunk; 0: one chunk */
+	int empties;        /* empty base chunks around the stream */
+	int threads;        /* cfg.threads (the CPU's OpenMP team) */
+} chunking;
+
+/* Small, odd chunks: one row, a few rows, uneven splits, empty chunks and
+ * thread teams (a backend without threads ignores them). */
+static const chunking small_chunks[] = {
+	{ 0, 0, 0, 0 },
+	{ 7, 333, 1, 0 },
+	{ 1, 1025, 0, 2 },
+	{ 40, 1100, 0, 3 },  /* a thread team over query tiles */
+	{ 16, 7, 1, 3 },
+	{ 13, 1, 0, 1 },
+};
+#define NSMALL ((int)UNIT_COUNT(small_chunks))
+
+/* The CUDA backend's tiles are 512 query x 4096 base rows: these cross
+ * both boundaries, split them unevenly, and go down to 7 query rows. */
+static const chunking tile_chunks[] = {
+	{ 0, 0, 0, 0 },
+	{ 513, 4097, 1, 0 },
+	{ 100, 777, 0, 0 },
+	{ 7, 9000, 1, 0 },
+};
+#define NTILE ((int)UNIT_COUNT(tile_chunks))
+
+static xj_backend_cfg cfg_of(const tcase *tc, int threads)
+{
+	xj_backend_cfg cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = tc->metric;
+	cfg.k = tc->k;
+	cfg.d = tc->d;
+	cfg.has_threshold = tc->has_threshold;
+	cfg.threshold_key = tc->threshold_key;
+	cfg.self = tc->self;
+	cfg.threads = threads;
+	return cfg;
+}
+
+/* Compare a backend result with the reference; print the first
+ * mismatches. Returns the number of mismatching entries. */
+static int64_t compare(const tcase *tc, const char *what, const float *key,
+		       const int64_t *idx, const float *rkey,
+		       const int64_t *ridx)
+{
+	int64_t bad = 0, k = tc->k;
+
+	for (int64_t e = 0; e < tc->nq * k; e++) {
+		int same = same_f32(key[e], rkey[e]) && idx[e] == ridx[e];
+
+		if (!same && bad++ < 4)
+			printf("\n  %s %s k=%lld thr=%d self=%d: query %lld rank %lld: got (%.9g, %lld) want (%.9g, %lld)",
+			       metric_names[tc->metric], what, (long long)k,
+			       tc->has_threshold, tc->self, (long long)(e / k),
+			       (long long)(e % k), key[e], (long long)idx[e],
+			       rkey[e], (long long)ridx[e]);
+	}
+	return bad;
+}
+
+/* The reference once, then the backend for every chunking: each result
+ * must equal the reference bit for bit. */
+static int64_t check_case(const ref_lists *ref, const tcase *tc,
+			  const chunking *ch, int nch)
+{
+	int64_t n = tc->nq * tc->k, bad = 0;
+	float *rkey = malloc(sizeof(float) * (size_t)(n + 1));
+	int64_t *ridx = malloc(sizeof(int64_t) * (size_t)(n + 1));
+	float *key = malloc(sizeof(float) * (size_t)(n + 1));
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(n + 1));
+
+	CU_ASSERT_FATAL(rkey && ridx && key && idx);
+	ref_topk(ref, tc, rkey, ridx);
+	for (int c = 0; c < nch; c++) {
+		xj_backend_cfg cfg = cfg_of(tc, ch[c].threads);
+		char what[64];
+
+		snprintf(what, sizeof(what), "chunks %lldx%lld t%d%s",
+			 (long long)ch[c].qc, (long long)ch[c].bc,
+			 ch[c].threads, ch[c].empties ? " +empty" : "");
+		if (contract_topk(cur->create, &cfg, tc->q, tc->nq, tc->b,
+				  tc->nb, ch[c].qc, ch[c].bc, ch[c].empties,
+				  key, idx, NULL)) {
+			bad++;
+			continue;
+		}
+		bad += compare(tc, what, key, idx, rkey, ridx);
+	}
+	free(rkey);
+	free(ridx);
+	free(key);
+	free(idx);
+	return bad;
+}
+
+/* Every metric, k, threshold off/on and self off/on (self only when q is
+ * the first rows of b) on one data set, in the first nch chunkings. */
+static int64_t sweep(const float *q, int64_t nq, const float *b, int64_t nb,
+		     int64_t d, const int64_t *ks, int nks, const chunking *ch,
+		     int nch)
+{
+	int64_t bad = 0, kmax = THRESHOLD_RANK + 1;
+
+	for (int ki = 0; ki < nks; ki++)
+		if (ks[ki] > kmax)
+			kmax = ks[ki];
+	for (size_t mi = 0; mi < 4; mi++) {
+		ref_lists ref;
+
+		ref_build(&ref, metrics[mi], q, nq, b, nb, d, kmax + 1);
+		for (int ki = 0; ki < nks; ki++)
+			for (int v = 0; v < 4; v++) {
+				tcase tc = { metrics[mi], ks[ki], v & 1, 0, v >> 1,
+					     q, nq, b, nb, d };
+
+				if (tc.self && q != b)
+					continue;
+				if (tc.has_threshold)
+					tc.threshold_key = pick_threshold(&ref, tc);
+				bad += check_case(&ref, &tc, ch, nch);
+			}
+		ref_free(&ref);
+	}
+	return bad;
+}
+
+/* ---- top-k ------------------------------------------------------------- */
+
+static void test_gaussian(void)
+{
+	const int64_t ks[] = { 1, 5, 64 }, tks[] = { 1, 10, 2048, 5000 };
+	float *b = gauss_rows(2100, 24, 0, 1);
+	float *q = gauss_rows(61, 24, 0.1, 1);
+	float *tb = gauss_rows(9000, 40, 0, 1);
+	float *tq = gauss_rows(600, 40, 0.1, 1);
+
+	CU_ASSERT_FATAL(b && q && tb && tq);
+	/* independent queries, then queries = first rows of the base (self) */
+	CU_ASSERT_EQUAL(sweep(q, 61, b, 2100, 24, ks, 3, small_chunks,
+			      NSMALL - 1), 0);
+	CU_ASSERT_EQUAL(sweep(b, 61, b, 2100, 24, ks, 3, small_chunks,
+			      NSMALL - 1), 0);
+	if (!small_only) {
+		CU_ASSERT_EQUAL(sweep(tq, 600, tb, 9000, 40, tks, 4,
+				      tile_chunks, NTILE), 0);
+		CU_ASSERT_EQUAL(sweep(tb, 600, tb, 9000, 40, tks, 4,
+				      tile_chunks, 2), 0);
+	}
+	free(b);
+	free(q);
+	free(tb);
+	free(tq);
+}
+
+static void test_clustered(void)
+{
+	const int64_t d = 48, nb = 1500, nq = 50;
+	const int64_t ks[] = { 5, 64 };
+	float *b = cluster_rows(nb, d, 20, 0.05);
+
+	CU_ASSERT_FATAL(b != NULL);
+	CU_ASSERT_EQUAL(sweep(b, nq, b, nb, d, ks, 2, small_chunks, NSMALL),
+			0);
+	free(b);
+}
+
+/* Offsets of 1e4 with unit spread: |q|^2 + |b|^2 - 2 q.b cancels to
+ * noise in float, every pair passes the gate and rescoring decides. */
+static void test_large_norms(void)
+{
+	const int64_t ks[] = { 1, 10 }, tks[] = { 1, 10, 2048 };
+	float *b = gauss_rows(1200, 32, 1e4, 1);
+	float *tb = gauss_rows(5000, 32, 1e4, 1);
+
+	CU_ASSERT_FATAL(b && tb);
+	CU_ASSERT_EQUAL(sweep(b, 30, b, 1200, 32, ks, 2, small_chunks, 3), 0);
+	if (!small_only)
+		CU_ASSERT_EQUAL(sweep(tb, 70, tb, 5000, 32, tks, 3,
+				      tile_chunks, 3), 0);
+	free(b);
+	free(tb);
+}
+
+static void test_near_ties(void)
+{
+	const int64_t ks[] = { 1, 10 }, tks[] = { 1, 10, 2048 };
+	float *b, *q, *tb, *tq;
+
+	near_tie_rows(1200, 20, 32, &b, &q);
+	near_tie_rows(5000, 40, 32, &tb, &tq);
+	CU_ASSERT_FATAL(b && q && tb && tq);
+	CU_ASSERT_EQUAL(sweep(q, 20, b, 1200, 32, ks, 2, small_chunks, 3), 0);
+	CU_ASSERT_EQUAL(sweep(b, 20, b, 1200, 32, ks, 2, small_chunks, 2), 0);
+	if (!small_only) {
+		CU_ASSERT_EQUAL(sweep(tq, 40, tb, 5000, 32, tks, 3,
+				      tile_chunks, 3), 0);
+		CU_ASSERT_EQUAL(sweep(tb, 40, tb, 5000, 32, tks, 3,
+				      tile_chunks, 2), 0);
+	}
+	free(b);
+	free(q);
+	free(tb);
+	free(tq);
+}
+
+/* 2000 (and 9000) rows that are 5 distinct rows repeated: equal keys
+ * everywhere, far more duplicates than k and pending slots; chunks split
+ * the runs of equal keys. */
+static void test_duplicates(void)
+{
+	const int64_t d = 16;
+	const int64_t ks[] = { 5, 64 }, tks[] = { 1, 10, 2048, 5000 };
+	float *b = dup_rows(2000, d, 5), *q = gauss_rows(12, d, 0, 1);
+	float *tb = dup_rows(9000, d, 5), *tq = gauss_rows(30, d, 0, 1);
+
+	CU_ASSERT_FATAL(b && q && tb && tq);
+	/* an exact duplicate of a base row among the queries */
+	memcpy(q, b + 3 * d, sizeof(float) * (size_t)d);
+	memcpy(tq, tb + 3 * d, sizeof(float) * (size_t)d);
+	CU_ASSERT_EQUAL(sweep(q, 12, b, 2000, d, ks, 2, small_chunks, NSMALL),
+			0);
+	CU_ASSERT_EQUAL(sweep(b, 12, b, 2000, d, ks, 2, small_chunks, 3), 0);
+	if (!small_only) {
+		CU_ASSERT_EQUAL(sweep(tq, 30, tb, 9000, d, tks, 4,
+				      tile_chunks, NTILE), 0);
+		CU_ASSERT_EQUAL(sweep(tb, 30, tb, 9000, d, tks, 4,
+				      tile_chunks, 2), 0);
+	}
+	free(b);
+	free(q);
+	free(tb);
+	free(tq);
+}
+
+/* k above the base size: (+inf, -1) padding, with and without threshold
+ * and self. */
+static void test_padding(void)
+{
+	const int64_t d = 10;
+	const int64_t ks[] = { 41, 50 }, tks[] = { 1001, 2048, 5000 };
+	const chunking ch[] = { { 0, 0, 0, 0 }, { 17, 333, 1, 0 },
+				{ 1, 1, 0, 0 } };
+	float *b = gauss_rows(40, d, 0, 2), *tb = gauss_rows(1000, d, 0, 2);
+	ref_lists ref;
+
+	CU_ASSERT_FATAL(b && tb);
+	CU_ASSERT_EQUAL(sweep(b, 9, b, 40, d, ks, 2, small_chunks, NSMALL), 0);
+	if (!small_only) {
+		/* one-row base chunks: 1000 topk_add calls of one row */
+		tcase tc = { XJ_METRIC_L2, 5000, 0, 0, 1, tb, 3, tb, 1000, d };
+
+		CU_ASSERT_EQUAL(sweep(tb, 50, tb, 1000, d, tks, 3, ch, 2), 0);
+		ref_build(&ref, tc.metric, tb, 3, tb, 1000, d, tc.k + 1);
+		CU_ASSERT_EQUAL(check_case(&ref, &tc, ch + 2, 1), 0);
+		ref_free(&ref);
+	}
+	free(b);
+	free(tb);
+}
+
+/* Thresholds that pass nothing (all padding) and everything. */
+static void test_threshold_extremes(void)
+{
+	const int64_t d = 12, nb = 700, nq = 20;
+	float *b = gauss_rows(nb, d, 0, 1);
+	int64_t bad = 0;
+
+	CU_ASSERT_FATAL(b != NULL);
+	for (size_t mi = 0; mi < 4; mi++) {
+		xj_metric m = metrics[mi];
+		double none = m == XJ_METRIC_IP ? 1e30 : -1.0;
+		tcase tc = { m, 7, 1, metric_value_to_key(m, none), 0,
+			     b, nq, b, nb, d };
+		ref_lists ref;
+
+		ref_build(&ref, m, b, nq, b, nb, d, tc.k + 1);
+		bad += check_case(&ref, &tc, small_chunks, 3);
+		tc.threshold_key = metric_value_to_key(m, m == XJ_METRIC_IP ?
+						       -1e300 : 1e300);
+		tc.self = 1;
+		bad += check_case(&ref, &tc, small_chunks, 3);
+		ref_free(&ref);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	free(b);
+}
+
+/* An empty query chunk (nothing written) and a base made of empty chunks
+ * only (all padding). */
+static void test_empty_chunks(void)
+{
+	const int64_t d = 8, k = 4;
+	float *x = gauss_rows(5, d, 0, 1);
+	float key[5 * 4];
+	int64_t idx[5 * 4];
+	xj_backend_cfg cfg;
+	xj_backend *be;
+	xj_status st;
+
+	CU_ASSERT_FATAL(x != NULL);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = k;
+	cfg.d = d;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	xj_rows q0 = { x, 0, d, 0 }, q5 = { x, 5, d, 100 }, b0 = { x, 0, d, 7 };
+
+	poison(key, idx, 5 * k);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q0, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_add(be, &b0, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_OK);
+	CU_ASSERT(isnan(key[0]) && idx[0] == IDX_POISON);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q5, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_add(be, &b0, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_add(be, &b0, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_OK);
+	for (int e = 0; e < 5 * k; e++)
+		CU_ASSERT(isinf(key[e]) && key[e] > 0 && idx[e] == -1);
+	CU_ASSERT_EQUAL(be->gemm_flops, 0.0);
+	be->release(be);
+	free(x);
+}
+
+/* 2 nq nb d, whatever the base chunks (1000 rows: a short last one). */
+static void test_gemm_flops(void)
+{
+	const int64_t d = 20, nq = 70, nbs[] = { 1300, 5300 };
+	float *x = gauss_rows(5300, d, 0, 1);
+	float key[70 * 3];
+	int64_t idx[70 * 3];
+	xj_backend_cfg cfg;
+
+	CU_ASSERT_FATAL(x != NULL);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_IP;
+	cfg.k = 3;
+	cfg.d = d;
+	for (int i = 0; i < 2; i++) {
+		double flops = -1;
+
+		CU_ASSERT_EQUAL(contract_topk(cur->create, &cfg, x, nq, x,
+					      nbs[i], 0, 1000, 0, key, idx,
+					      &flops), 0);
+		CU_ASSERT_EQUAL(flops, 2.0 * nq * nbs[i] * d);
+	}
+	free(x);
+}
+
+static void test_glove(void)
+{
+	const chunking ch[] = { { 0, 0, 0, 0 }, { 17, 301, 1, 0 } };
+	float *b = NULL, *q = NULL;
+	int64_t d = 0;
+
+	CU_ASSERT_FATAL(glove_rows(&q, 50, &b, 2000, &d) == 0);
+	for (int mi = 0; mi < 3; mi += 2) {   /* l2, cosine */
+		tcase tc = { metrics[mi], 10, 0, 0, 0, q, 50, b, 2000, d };
+		ref_lists ref;
+
+		ref_build(&ref, tc.metric, q, 50, b, 2000, d, tc.k);
+		CU_ASSERT_EQUAL(check_case(&ref, &tc, ch, 2), 0);
+		ref_free(&ref);
+	}
+	free(b);
+	free(q);
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+static void test_errors(void)
+{
+	const int64_t d = 6;
+	float *x = gauss_rows(8, d, 0, 1);
+	float key[8 * 2];
+	int64_t idx[8 * 2];
+	xj_backend_cfg cfg;
+	xj_backend *be;
+	xj_status st;
+	int rc;
+
+	CU_ASSERT_FATAL(x != NULL);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_COSINE;
+	cfg.k = 2;
+	cfg.d = d;
+	cfg.max_query_rows = 4;
+	cfg.max_base_rows = 4;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	CU_ASSERT_STRING_EQUAL(be->name, cur->name);
+	xj_rows q = { x, 4, d, 10 }, b = { x + 4 * d, 4, d, 20 };
+
+	/* calls out of order */
+	CU_ASSERT_EQUAL(be->topk_add(be, &b, &st), XJ_EXIT_INTERNAL);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_EXIT_INTERNAL);
+	/* wrong dimension */
+	xj_rows bad_d = { x, 4, d - 1, 0 };
+
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &bad_d, &st), XJ_EXIT_INTERNAL);
+	/* a zero query row for cosine names its global row */
+	memset(x + 2 * d, 0, sizeof(float) * d);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 12 is all zeros"));
+	/* a base row whose squared norm overflows float32; where topk_add
+	 * only queues the work, the error comes from topk_end */
+	x[2 * d] = 1;
+	x[6 * d + 3] = 2e19f;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_OK);
+	rc = be->topk_add(be, &b, &st);
+	if (rc == XJ_OK && !cur->add_checks_rows)
+		rc = be->topk_end(be, key, idx, &st);
+	CU_ASSERT_EQUAL(rc, XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 22: values too large"));
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, key, &st),
+			XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 22: values too large"));
+	/* NaN fails the same check (its squared norm is not <= the limit) */
+	x[6 * d + 3] = 1;
+	x[d + 4] = NAN;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 11:"));
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &b, &q, key, &st),
+			XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 11:"));
+	x[d + 4] = 1;
+	x[5 * d] = NAN;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_OK);
+	rc = be->topk_add(be, &b, &st);
+	if (rc == XJ_OK && !cur->add_checks_rows)
+		rc = be->topk_end(be, key, idx, &st);
+	CU_ASSERT_EQUAL(rc, XJ_EXIT_INPUT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "row 21:"));
+	x[5 * d] = 1;
+	be->release(be);
+
+	/* memory: a resource error, not a crash, and no backend */
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = (int64_t)1 << 40;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(cur->create(&cfg, &be, &st), XJ_EXIT_RESOURCE);
+	CU_ASSERT_PTR_NULL(be);
+	printf("\n  (expected) %s", st.msg);
+	cfg.k = 2;      /* key, idx hold 4 queries x 2 */
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	xj_rows huge = { x, (int64_t)1 << 40, d, 0 };
+
+	CU_ASSERT_EQUAL(be->topk_begin(be, &huge, &st), XJ_EXIT_RESOURCE);
+	printf("\n  (expected) %s ", st.msg);
+	/* still usable after the failed growth */
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_OK);
+	be->release(be);
+	free(x);
+}
+
+/* ---- matrix ------------------------------------------------------------ */
+
+/* Canonical values of the block q x b (nq x nb, row-major). */
+static float *ref_matrix(xj_metric m, const float *q, int64_t nq,
+			 const float *b, int64_t nb, int64_t d)
+{
+	float *v = malloc(sizeof(float) * (size_t)(nq * nb + 1));
+	double *bb = malloc(sizeof(double) * (size_t)(nb + 1));
+
+	CU_ASSERT_FATAL(v && bb);
+	for (int64_t j = 0; j < nb; j++)
+		bb[j] = metric_norm2(b + j * d, d);
+	for (int64_t i = 0; i < nq; i++) {
+		double qq = metric_norm2(q + i * d, d);
+
+		for (int64_t j = 0; j < nb; j++)
+			v[i * nb + j] = metric_key_to_value(m,
+				metric_key(m, q + i * d, b + j * d, d, qq,
+					   bb[j]));
+	}
+	free(bb);
+	return v;
+}
+
+/* The config of a matrix job with blocks up to nq x nb (the driver
+ * passes the job's k in matrix mode too). */
+static xj_backend_cfg matrix_cfg(xj_metric m, int64_t d, int64_t nq,
+				 int64_t nb, int threads)
+{
+	xj_backend_cfg cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = m;
+	cfg.k = 10;
+	cfg.d = d;
+	cfg.threads = threads;
+	cfg.max_query_rows = nq;
+	cfg.max_base_rows = nb;
+	return cfg;
+}
+
+/* One block into block_alloc's memory (pinned) or malloc's (pageable),
+ * 16 poisoned floats past its end that must stay as they are. */
+static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
+			    const float *b, int64_t nb, int64_t d, int threads,
+			    int pinned)
+{
+	xj_backend_cfg cfg = matrix_cfg(m, d, nq, nb, threads);
+	const uint32_t poison_bits = 0xffffffffu;
+	xj_backend *be;
+	xj_status st;
+	int64_t bad = 0, n = nq * nb;
+	float *want = ref_matrix(m, q, nq, b, nb, d), *out;
+
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	out = pinned ? be->block_alloc(be, n + 16, &st) :
+		       malloc(sizeof(float) * (size_t)(n + 16));
+	CU_ASSERT_FATAL(out != NULL);
+	/* a block too large to address is a resource error */
+	CU_ASSERT_PTR_NULL(be->block_alloc(be, INT64_MAX, &st));
+	CU_ASSERT_EQUAL(st.code, XJ_EXIT_RESOURCE);
+	xj_ok(&st);
+	memset(out, 0xff, sizeof(float) * (size_t)(n + 16));   /* NaN */
+	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
+
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st), XJ_OK);
+	for (int64_t e = 0; e < n; e++)
+		if (!same_f32(out[e], want[e]) && bad++ < 4)
+			printf("\n  matrix %s %lldx%lld d=%lld at (%lld,%lld): got %.9g want %.9g",
+			       metric_names[m], (long long)nq, (long long)nb,
+			       (long long)d, (long long)(e / nb),
+			       (long long)(e % nb), out[e], want[e]);
+	for (int e = 0; e < 16; e++)
+		if (memcmp(&out[n + e], &poison_bits, sizeof(float)))
+			bad++;   /* wrote past the block */
+	if (pinned)
+		be->block_free(be, out);
+	else
+		free(out);
+	be->release(be);
+	free(want);
+	return bad;
+}
+
+static void test_matrix(void)
+{
+	const int64_t nqs[] = { 1, 3, 5, 33, 67, 600 };
+	const int64_t nbs[] = { 1, 15, 16, 17, 31, 100, 4097 };
+	const int64_t d = 37;
+	float *q = gauss_rows(600, d, 0, 1), *b = gauss_rows(4097, d, 0, 1);
+	float *qo = gauss_rows(600, d, 1e4, 1);
+	float *bo = gauss_rows(4097, d, 1e4, 1);
+	int64_t bad = 0;
+
+	CU_ASSERT_FATAL(q && b && qo && bo);
+	for (size_t mi = 0; mi < 4; mi++)
+		for (size_t a = 0; a < UNIT_COUNT(nqs); a++)
+			for (size_t c = 0; c < UNIT_COUNT(nbs); c++) {
+				int pinned = (int)((mi + a + c) % 2);
+
+				if (small_only && nqs[a] * nbs[c] > 100000)
+					continue;
+
+				bad += check_matrix(metrics[mi], q, nqs[a], b,
+						    nbs[c], d, (int)(a % 3),
+						    pinned);
+				bad += check_matrix(metrics[mi], qo, nqs[a], bo,
+						    nbs[c], d, 2, !pinned);
+			}
+	CU_ASSERT_EQUAL(bad, 0);
+	/* dimensions that are not multiples of the CUDA's 32-element slab */
+	for (size_t mi = 0; mi < 4; mi++)
+		CU_ASSERT_EQUAL(check_matrix(metrics[mi], q, 70, b, 90, 1, 0,
+					     0) +
+				check_matrix(metrics[mi], q, 70, b, 90, 33, 0,
+					     1) +
+				check_matrix(metrics[mi], q, 70, b, 90, 64, 0,
+					     0), 0);
+	/* empty blocks write nothing */
+	xj_backend_cfg cfg = matrix_cfg(XJ_METRIC_L2, d, 3, 3, 0);
+	xj_backend *be;
+	xj_status st;
+	float out[4];
+
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	xj_rows q0 = { q, 0, d, 0 }, b3 = { b, 3, d, 0 };
+
+	memset(out, 0xff, sizeof(out));
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q0, &b3, out, &st), XJ_OK);
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &b3, &q0, out, &st), XJ_OK);
+	CU_ASSERT(isnan(out[0]) && isnan(out[3]));
+	be->release(be);
+	free(q);
+	free(b);
+	free(qo);
+	free(bo);
+}
+
+/*
+ * Blocks the way driver_matrix runs them: buffers from block_alloc used
+ * in turn, each block started, the previous one compared (the driver's
+ * write) while it runs, then waited for. Blocks of 1100 x 9000 span 3 x 3
+ * CUDA tiles, so its tile buffers and their events are reused within a
+ * block and across blocks. Each buffer is poisoned before its block
+ * starts. A backend that queues (matrix_async) refuses a second block.
+ */
+static void test_matrix_pipeline(void)
+{
+	const int64_t d = 48, nq = 1100, nb = 9000;
+	const int64_t b0s[] = { 0, 4000, 123, 8999 };
+	float *q = gauss_rows(nq, d, 0, 1), *b = gauss_rows(nb, d, 0.5, 1);
+	float *want, *blk[2] = { NULL, NULL };
+	int64_t rows[2] = { 0, 0 }, bad = 0;
+	xj_backend_cfg cfg = matrix_cfg(XJ_METRIC_L2, d, nq, nb, 0);
+	xj_backend *be;
+	xj_status st;
+
+	CU_ASSERT_FATAL(q && b);
+	if (small_only) {
+		free(q);
+		free(b);
+		return;
+	}
+	want = ref_matrix(XJ_METRIC_L2, q, nq, b, nb, d);
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	for (int i = 0; i < 2; i++) {
+		blk[i] = be->block_alloc(be, nq * nb, &st);
+		CU_ASSERT_FATAL(blk[i] != NULL);
+	}
+	for (int i = 0; i <= 4; i++) {
+		int cur_blk = i & 1, prev = 1 - cur_blk;
+
+		if (i < 4) {
+			xj_rows qr = { q, nq, d, 0 };
+			xj_rows br = { b + b0s[i] * d, nb - b0s[i], d, b0s[i] };
+
+			memset(blk[cur_blk], 0xff,
+			       sizeof(float) * (size_t)(nq * nb));
+			CU_ASSERT_EQUAL(be->matrix_start(be, &qr, &br,
+							 blk[cur_blk], &st),
+					XJ_OK);
+			/* one block at most is queued */
+			if (be->matrix_async) {
+				CU_ASSERT_EQUAL(be->matrix_start(be, &qr, &br,
+								 blk[prev],
+								 &st),
+						XJ_EXIT_INTERNAL);
+				xj_ok(&st);
+			}
+			rows[cur_blk] = br.rows;
+		}
+		if (i > 0) {    /* the block before, as the driver writes it */
+			int64_t b0 = b0s[i - 1], r = rows[prev];
+
+			for (int64_t e = 0; e < nq * r; e++)
+				if (!same_f32(blk[prev][e],
+					      want[e / r * nb + b0 + e % r]) &&
+				    bad++ < 4)
+					printf("\n  block %d at (%lld,%lld): got %.9g want %.9g",
+					       i - 1, (long long)(e / r),
+					       (long long)(e % r), blk[prev][e],
+					       want[e / r * nb + b0 + e % r]);
+		}
+		CU_ASSERT_EQUAL(be->matrix_wait(be, &st), XJ_OK);
+		/* a second wait has nothing to wait for */
+		CU_ASSERT_EQUAL(be->matrix_wait(be, &st), XJ_OK);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	for (int i = 0; i < 2; i++)
+		be->block_free(be, blk[i]);
+	be->release(be);
+	free(q);
+	free(b);
+	free(want);
+}
+
+/* ---- the suite --------------------------------------------------------- */
+
+static const unit_test contract_tests[] = {
+	{ "gaussian, every metric, k and chunking", test_gaussian },
+	{ "clustered", test_clustered },
+	{ "large norms need rescoring", test_large_norms },
+	{ "near ties need rescoring", test_near_ties },
+	{ "duplicated rows (ties)", test_duplicates },
+	{ "k above the base: padding", test_padding },
+	{ "threshold extremes", test_threshold_extremes },
+	{ "empty chunks", test_empty_chunks },
+	{ "gemm flops", test_gemm_flops },
+	{ "glove l2 and cosine", test_glove },
+	{ "errors", test_errors },
+	{ "matrix equals canonical values", test_matrix },
+	{ "matrix blocks queued in turn", test_matrix_pipeline },
+};
+
+int contract_add(const contract_backend *be)
+{
+	char suite[64];
+
+	cur = be;
+	snprintf(suite, sizeof(suite), "contract_%s", be->name);
+	return unit_add(suite, contract_tests, UNIT_COUNT(contract_tests));
+}
+
+int contract_run(const contract_backend *be, int argc, char **argv)
+{
+	small_only = argc > 1 && !strcmp(argv[1], "--small");
+	if (argc > 1 + small_only) {
+		fprintf(stderr, "usage: %s [--small]\n", argv[0]);
+		return 2;
+	}
+	if (small_only)
+		printf("--small: the data sized for the CUDA tiles is left out\n");
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	if (!contract_add(be)) {
+		CU_cleanup_registry();
+		return 1;
+	}
+	return unit_run_all();
+}
