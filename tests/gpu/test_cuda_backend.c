@@ -12,7 +12,8 @@
  * select.cuh, exported as backend_cuda_host_*) against metric.c and
  * topk.c: canonical keys and norms, gates, error bounds, scan thresholds,
  * the radix sort key's order against topk_less, the rank merge and the
- * grid-row merge of the NCCL path (merge.cuh) against topk_merge.
+ * grid-row merge of the NCCL path (merge.cuh) against topk_merge; and the
+ * memory formulas the planner uses (backend_cuda_work_bytes and co.).
  * Device suite: the limits of the CUDA backend's own: no matrix block
  * inside a top-k session (they share buffers), no device that does not
  * exist. Output buffers are poisoned before every call.
@@ -334,6 +335,63 @@ static void test_host_merge_lists(void)
 	CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* The device memory formula of backend_cuda.h, term by term, and the
+ * merge and pinned bytes beside it. */
+static void test_host_work_bytes(void)
+{
+	const int64_t d = 100, k = 10, tq = 512, tb = 4096;
+	xj_backend_cfg cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = k;
+	cfg.d = d;
+	int64_t a = backend_cuda_work_bytes(&cfg, 1000, 2 * tb);
+
+	/* per query row 4d + 28 + 12k; per base row 8d + 16 and a sub-tile
+	 * maximum per 4096 rows */
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 2000, 2 * tb) - a,
+			1000 * (4 * d + 28 + 12 * k));
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 3 * tb) - a,
+			tb * (8 * d + 16) + 4);
+	/* fixed: two matrix tiles, the flags, the candidate slots and the
+	 * merge scratch; the base rows' one maximum */
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
+			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12);
+	/* cosine's normalised copies, bf16 and fp16's 16-bit ones; tf32
+	 * rounds inside cuBLAS */
+	cfg.metric = XJ_METRIC_COSINE;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb) - a,
+			(1000 + 2 * tb) * 4 * d);
+	cfg.metric = XJ_METRIC_L2;
+	cfg.precision = XJ_PREC_BF16;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb) - a,
+			(1000 + 2 * tb) * 2 * d);
+	cfg.precision = XJ_PREC_FP16;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb) - a,
+			(1000 + 2 * tb) * 2 * d);
+	cfg.precision = XJ_PREC_TF32;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb), a);
+	/* matrix only (k = 0): one base chunk, no selection state */
+	cfg.precision = XJ_PREC_FP32;
+	cfg.k = 0;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
+			1000 * (4 * d + 28) + 2 * tb * (4 * d + 16) +
+			tq * tb * 8 + 16 + 4 * 3);
+	/* sizes past any device saturate instead of wrapping */
+	cfg.k = (int64_t)1 << 50;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, (int64_t)1 << 40, 0),
+			INT64_MAX);
+	/* the grid row's merge: none on one rank, (rows + pc) lists of 12k + 8
+	 * bytes on several; two pinned base chunks */
+	cfg.k = k;
+	CU_ASSERT_EQUAL(backend_cuda_merge_bytes(&cfg, 1000, 1), 0);
+	CU_ASSERT_EQUAL(backend_cuda_merge_bytes(&cfg, 1000, 4),
+			1004 * (12 * k + 8));
+	CU_ASSERT_EQUAL(backend_cuda_pinned_bytes(&cfg, 3000), 3000 * d * 8);
+	CU_ASSERT_EQUAL(backend_cuda_pinned_bytes(&cfg, INT64_MAX), INT64_MAX);
+}
+
 /* ---- device suite ------------------------------------------------------ */
 
 /* Matrix blocks and a top-k session share the device buffers
@@ -386,6 +444,7 @@ static const unit_test host_tests[] = {
 	{ "rank merge equals topk_merge", test_host_merge },
 	{ "grid-row merge (merge.cuh) equals topk_merge",
 	  test_host_merge_lists },
+	{ "work, merge and pinned bytes", test_host_work_bytes },
 };
 
 static const unit_test device_tests[] = {
