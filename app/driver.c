@@ -433,6 +433,8 @@ int driver_topk(xj_run *run, xj_status *st)
 			exchange_topk_reduce_scatter(&tr, qrows, k, b.key,
 						     b.idx, b.mkey, b.midx,
 						     &part0, &nrows, st);
+		if (qrows)
+			report_merge(run->rep, qrows, k, tr.size, tr.rank);
 		for (int64_t i = 0; i < nrows * k; i++)
 			b.dist[i] = metric_key_to_value(run->job->metric,
 							 b.mkey[i]);

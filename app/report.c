@@ -3,8 +3,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/exchange.h"
 #include "version.h"
 
 #define PROGRESS_EVERY_S 5.0
@@ -67,9 +69,58 @@ void report_progress(xj_report *r, const xj_comm *c)
 	fflush(stderr);
 }
 
+void report_merge(xj_report *r, int64_t rows, int64_t k, int p, int me)
+{
+	int64_t sent, received;
+
+	exchange_topk_bytes(rows, k, p, me, &sent, &received);
+	r->merge_sent_bytes += sent;
+	r->merge_recv_bytes += received;
+}
+
+/* The plan's model of one rank's merge traffic each way, in bytes:
+ * (Pc - 1) / Pc of its query block's k-lists, 12 bytes an entry. */
+static double merge_model_bytes(const xj_job *job, const plan *p)
+{
+	if (job->command != XJ_CMD_TOPK || p->pc < 2)
+		return 0;
+	return (double)(p->pc - 1) / p->pc * (double)p->qblock_max *
+	       (double)job->k * 12.0;
+}
+
+/* Rank 0: the merge traffic of every rank against the model. */
+static void print_merge(const xj_job *job, const plan *p,
+			const int64_t *bytes, int nranks)
+{
+	int64_t lo = INT64_MAX, hi = 0;
+
+	if (job->command != XJ_CMD_TOPK || nranks < 2)
+		return;
+	for (int i = 0; i < 2 * nranks; i++) {
+		lo = bytes[i] < lo ? bytes[i] : lo;
+		hi = bytes[i] > hi ? bytes[i] : hi;
+	}
+	printf("# merge: %" PRId64 " to %" PRId64 " bytes sent and received "
+	       "per rank (model (Pc-1)/Pc * n/Pr * k * 12 = %.0f)\n", lo, hi,
+	       merge_model_bytes(job, p));
+}
+
+static void json_merge(FILE *f, const xj_job *job, const plan *p,
+		       const int64_t *bytes, int nranks)
+{
+	fprintf(f, "  \"merge_bytes\": {\"model_per_rank\": %.0f, "
+		"\"sent\": [", merge_model_bytes(job, p));
+	for (int i = 0; i < nranks; i++)
+		fprintf(f, "%s%" PRId64, i ? ", " : "", bytes[2 * i]);
+	fprintf(f, "], \"received\": [");
+	for (int i = 0; i < nranks; i++)
+		fprintf(f, "%s%" PRId64, i ? ", " : "", bytes[2 * i + 1]);
+	fprintf(f, "]},\n");
+}
+
 static void write_json(const char *path, const xj_job *job, const plan *p,
 		       const char *backend, const double *ph, double total,
-		       double flops, int nranks)
+		       double flops, const int64_t *bytes, int nranks)
 {
 	FILE *f = fopen(path, "w");
 
@@ -91,6 +142,7 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 		fprintf(f, "%s\"%s\": %.6f", i ? ", " : "", phase_names[i],
 			ph[i]);
 	fprintf(f, "},\n  \"total_seconds\": %.6f,\n", total);
+	json_merge(f, job, p, bytes, nranks);
 	fprintf(f, "  \"gemm_flops\": %.6g,\n", flops);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
 		total > 0 ? flops / total * 1e-9 : 0.0);
@@ -103,8 +155,15 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		  const plan *p, const char *backend, const char *json_path)
 {
 	double ph[PH_COUNT], flops = 0, total;
+	int64_t mine[2] = { r->merge_sent_bytes, r->merge_recv_bytes };
+	int64_t *bytes = NULL;
 
 	r->total_s = report_now() - r->t_start;
+	if (c->rank == 0 &&
+	    !(bytes = calloc(2 * (size_t)c->nranks, sizeof(*bytes))))
+		xj_abort(XJ_EXIT_RESOURCE, "out of memory for the report");
+	MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, bytes, 2, MPI_INT64_T, 0,
+			     c->world));
 	MPI_CHECK(MPI_Reduce(r->phase_s, ph, PH_COUNT, MPI_DOUBLE, MPI_MAX, 0,
 			     c->world));
 	MPI_CHECK(MPI_Reduce(&r->gemm_flops, &flops, 1, MPI_DOUBLE, MPI_SUM, 0,
@@ -124,10 +183,12 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	       "the compute phase\n", flops,
 	       total > 0 ? flops / total * 1e-9 : 0.0,
 	       ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
 	       "topk", job->output);
 	fflush(stdout);
 	if (json_path && json_path[0])
 		write_json(json_path, job, p, backend, ph, total, flops,
-			   c->nranks);
+			   bytes, c->nranks);
+	free(bytes);
 }

@@ -2,7 +2,7 @@
  * report.h: phase timers, progress lines and the final results table.
  *
  * defines: xj_report, xj_phase, report_init, report_now, report_add,
- *          report_progress, report_final
+ *          report_merge, report_progress, report_final
  *
  * Progress goes to stderr on rank 0 (at most every few seconds): chunks
  * done, rate, ETA. The final report goes to stdout as a fixed-form table
@@ -30,6 +30,8 @@ typedef struct xj_report {
 	int64_t units_done;
 	double t_last_print;
 	double gemm_flops;           /* this rank's GEMM FLOPs */
+	int64_t merge_sent_bytes;    /* this rank's k-lists sent to and */
+	int64_t merge_recv_bytes;    /* received from its grid row */
 	double total_s;              /* set by report_final */
 } xj_report;
 
@@ -37,6 +39,8 @@ double report_now(void);
 void report_init(xj_report *r, int progress, int64_t units_total);
 /* Add the time since *t0 to phase ph and reset *t0 to now. */
 void report_add(xj_report *r, xj_phase ph, double *t0);
+/* One merge of rows x k lists over a grid row of p ranks, as rank me. */
+void report_merge(xj_report *r, int64_t rows, int64_t k, int p, int me);
 /* One more unit done; rank 0 prints a line when due. */
 void report_progress(xj_report *r, const xj_comm *c);
 /* Collective: gather phase maxima and FLOPs, print the table on rank 0,

@@ -23,6 +23,23 @@ void exchange_topk_counts(int64_t rows, int64_t k, int p, int me,
 	}
 }
 
+void exchange_topk_bytes(int64_t rows, int64_t k, int p, int me,
+			 int64_t *sent, int64_t *received)
+{
+	const int64_t entry = (int64_t)(sizeof(float) + sizeof(int64_t));
+	int64_t r0, nr, my0, myrows;
+
+	*sent = *received = 0;
+	split_block(rows, p, me, &my0, &myrows);
+	for (int j = 0; j < p; j++) {
+		if (j == me)
+			continue;
+		split_block(rows, p, j, &r0, &nr);
+		*sent += nr * k * entry;
+		*received += myrows * k * entry;
+	}
+}
+
 int exchange_topk_reduce_scatter(const xj_transport *t, int64_t rows,
 				 int64_t k, const float *key,
 				 const int64_t *idx, float *out_key,

@@ -4,7 +4,7 @@
  * passes the transports in.
  *
  * defines: xj_elem, xj_transport, xj_group, exchange_topk_counts,
- *          exchange_topk_reduce_scatter
+ *          exchange_topk_bytes, exchange_topk_reduce_scatter
  *
  * Ranks of one grid row each hold k-lists for the same query rows against
  * different base shards. The rows are split into p balanced parts
@@ -58,6 +58,13 @@ typedef struct xj_group {
  * 4p. Its rows are split_block(rows, p, me). Shared by every transport. */
 void exchange_topk_counts(int64_t rows, int64_t k, int p, int me,
 			  int64_t *cnt);
+
+/* Bytes rank me of p sends to and receives from the other ranks in one
+ * exchange_topk_reduce_scatter of rows x k lists (12 bytes an entry: a
+ * float key and an int64 index; what it keeps for itself is not
+ * counted). */
+void exchange_topk_bytes(int64_t rows, int64_t k, int p, int me,
+			 int64_t *sent, int64_t *received);
 
 /* Reduce-scatter of k-lists by query. In: rows x k lists (sorted, padded)
  * of this rank. Out: the merged lists of this rank's part of the rows,

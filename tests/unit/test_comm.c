@@ -94,6 +94,30 @@ static void test_agree(void)
 	CU_ASSERT_STRING_EQUAL(st.msg, "bad row on the last rank");
 }
 
+/* Bytes of the merge: what every rank sends is what the others receive,
+ * and the counts follow the split of the rows. */
+static void test_merge_bytes(void)
+{
+	int64_t s, r, all_s = 0, all_r = 0;
+
+	exchange_topk_bytes(11, 4, 1, 0, &s, &r);
+	CU_ASSERT(s == 0 && r == 0);
+	/* 11 rows over 3 ranks: 4, 4, 3 */
+	exchange_topk_bytes(11, 4, 3, 0, &s, &r);
+	CU_ASSERT_EQUAL(s, (4 + 3) * 4 * 12);
+	CU_ASSERT_EQUAL(r, 2 * 4 * 4 * 12);
+	exchange_topk_bytes(11, 4, 3, 2, &s, &r);
+	CU_ASSERT_EQUAL(s, (4 + 4) * 4 * 12);
+	CU_ASSERT_EQUAL(r, 2 * 3 * 4 * 12);
+	for (int me = 0; me < 7; me++) {
+		exchange_topk_bytes(1000, 10, 7, me, &s, &r);
+		all_s += s;
+		all_r += r;
+	}
+	CU_ASSERT_EQUAL(all_s, all_r);
+	CU_ASSERT_EQUAL(all_s, 6 * 1000 * 10 * 12);
+}
+
 /* Rows of 2 ranks where the count is even, else one row of all: group
  * rank 0's bytes reach its whole row. */
 static void test_row_group(void)
@@ -134,7 +158,8 @@ int main(int argc, char **argv)
 	s = CU_add_suite("comm", NULL, NULL);
 	if (!s || !CU_add_test(s, "reduce-scatter merge", test_reduce_scatter) ||
 	    !CU_add_test(s, "error agreement", test_agree) ||
-	    !CU_add_test(s, "grid row group", test_row_group))
+	    !CU_add_test(s, "grid row group", test_row_group) ||
+	    !CU_add_test(s, "merge bytes", test_merge_bytes))
 		return 1;
 	CU_basic_set_mode(comm.rank == 0 ? CU_BRM_VERBOSE : CU_BRM_SILENT);
 	CU_basic_run_tests();
