@@ -337,25 +337,10 @@ static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 		     xj_status *st)
 {
 	const struct xjc_module *cu = cuda_module();
-	plan first;
-	int64_t b, q0;
+	const plan_device_bytes fn = { cu->work_bytes, cu->pinned_bytes,
+				       cu->merge_bytes };
 
-	pin->work_fixed_bytes = 0;
-	pin->work_per_qrow_bytes = 0;
-	pin->out_blocks = 2;    /* matrix_async */
-	if (plan_make(pin, &first, st))
-		return st->code;
-	b = first.bchunk_rows;
-	q0 = cu->work_bytes(cfg, 0, b);
-	pin->work_fixed_bytes = q0 + cu->pinned_bytes(cfg, b);
-	pin->work_per_qrow_bytes = cu->work_bytes(cfg, 1, b) - q0;
-	/* a grid row of several ranks may merge on the device (NCCL), whose
-	 * received lists the merge allocates then; the grid depends only on
-	 * n, m and the rank count, so first.pc is the final one */
-	q0 = cu->merge_bytes(cfg, 0, first.pc);
-	pin->work_fixed_bytes += q0;
-	pin->work_per_qrow_bytes += cu->merge_bytes(cfg, 1, first.pc) - q0;
-	return plan_make(pin, out, st);
+	return plan_make_device(pin, cfg, &fn, out, st);
 }
 
 int device_plan(plan_in *pin, const xj_backend_cfg *cfg, int threads,

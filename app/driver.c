@@ -344,7 +344,7 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 	int64_t d = run->job->d, bc = run->pl.bchunk_rows;
 	xj_backend *be = run->be;
 	double t0 = report_now();
-	xj_rows q = { NULL, qrows, d, q0 };
+	xj_rows q = { NULL, qrows, d, q0, 0 };
 
 	q.x = input_rows(run, qin, 0, q0, qrows, b->q, st);
 	if (!q.x)
@@ -353,7 +353,7 @@ static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
 	if (be->topk_begin(be, &q, st))
 		return st->code;
 	for (int64_t r = v->b0; r < v->b0 + v->brows; r += bc) {
-		xj_rows br = { NULL, min64(bc, v->b0 + v->brows - r), d, r };
+		xj_rows br = { NULL, min64(bc, v->b0 + v->brows - r), d, r, 0 };
 
 		br.x = input_rows(run, bin, 1, r, br.rows, b->b, st);
 		if (!br.x)
@@ -541,9 +541,10 @@ int driver_matrix(xj_run *run, xj_status *st)
 		int64_t qrows = qr < v->nqchunks ?
 				min64(qc, v->q0 + v->qrows - q0) : 0;
 		double t0 = report_now();
-		xj_rows qx = { NULL, 0, d, q0 };
+		xj_rows qx = { NULL, 0, d, q0, 0 };
 
 		qx.rows = qrows = rows_to_do(run, q0, qrows);
+		qx.tag = (uint64_t)qr + 1;   /* the same rows for every block */
 		if (qrows && v->brows)
 			qx.x = input_rows(run, qin, 0, q0, qrows, q, st);
 		report_add(run->rep, PH_READ, &t0);
@@ -551,7 +552,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
 				       br == run->pl.brounds - 1,
 				       blk[nblocks++ % nbuf] };
-			xj_rows bx = { NULL, 0, d, cur.b0 };
+			xj_rows bx = { NULL, 0, d, cur.b0, 0 };
 
 			if (qrows && br < v->nbchunks)
 				cur.brows = min64(bc, v->b0 + v->brows - cur.b0);

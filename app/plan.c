@@ -130,6 +130,30 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 	return XJ_OK;
 }
 
+int plan_make_device(plan_in *pin, const struct xj_backend_cfg *cfg,
+		     const plan_device_bytes *fn, plan *out, xj_status *st)
+{
+	plan first;
+	int64_t b, q0;
+
+	pin->work_fixed_bytes = 0;
+	pin->work_per_qrow_bytes = 0;
+	pin->out_blocks = 2;    /* matrix_async */
+	if (plan_make(pin, &first, st))
+		return st->code;
+	b = first.bchunk_rows;
+	q0 = fn->work(cfg, 0, b);
+	pin->work_fixed_bytes = q0 + fn->pinned(cfg, b);
+	pin->work_per_qrow_bytes = fn->work(cfg, 1, b) - q0;
+	/* a grid row of several ranks may merge on the device (NCCL), whose
+	 * received lists the merge allocates then; the grid depends only on
+	 * n, m and the rank count, so first.pc is the final one */
+	q0 = fn->merge(cfg, 0, first.pc);
+	pin->work_fixed_bytes += q0;
+	pin->work_per_qrow_bytes += fn->merge(cfg, 1, first.pc) - q0;
+	return plan_make(pin, out, st);
+}
+
 void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
 {
 	v->row = rank / p->pc;

@@ -3,7 +3,8 @@
  * MPI, no I/O, no device calls, so every rank derives the same plan and the
  * unit tests can probe any shape.
  *
- * defines: plan_in, plan, plan_make, plan_rank_view, plan_print
+ * defines: plan_in, plan, plan_make, plan_make_device, plan_device_bytes,
+ *          plan_rank_view, plan_print
  *
  * Grid: P ranks form Pr x Pc (rank = row * Pc + col). Query rows are split
  * over the Pr grid rows, base rows over the Pc grid columns; (Pr, Pc) is
@@ -69,6 +70,24 @@ typedef struct plan {
 /* Derive the plan. XJ_EXIT_RESOURCE when even one row of each does not fit
  * the budget, naming the bytes needed. */
 int plan_make(const plan_in *in, plan *out, xj_status *st);
+
+/* A device backend's memory as the planner sees it: the CUDA module's
+ * work_bytes, pinned_bytes and merge_bytes (kernels/cuda/backend_cuda.h). */
+struct xj_backend_cfg;
+typedef struct plan_device_bytes {
+	int64_t (*work)(const struct xj_backend_cfg *cfg, int64_t qrows,
+			int64_t brows);
+	int64_t (*pinned)(const struct xj_backend_cfg *cfg, int64_t brows);
+	int64_t (*merge)(const struct xj_backend_cfg *cfg, int64_t qrows,
+			 int pc);
+} plan_device_bytes;
+
+/* plan_make for a device backend: its fixed and per-query-row bytes
+ * (from fn, for cfg) fill pin's work_* fields, with two output blocks
+ * (the device computes one while the other is written). Pure, like
+ * plan_make: scripts/gpu-check.sh evaluates it without a GPU. */
+int plan_make_device(plan_in *pin, const struct xj_backend_cfg *cfg,
+		     const plan_device_bytes *fn, plan *out, xj_status *st);
 
 /* The budget less the reserve for library caches and allocator slack. */
 int64_t plan_usable_bytes(const plan_in *in);

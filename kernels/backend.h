@@ -46,6 +46,11 @@ typedef struct xj_rows {
 	int64_t rows;          /* may be 0 */
 	int64_t d;
 	int64_t first_row;     /* global index of row 0 in its dataset */
+	uint64_t tag;          /* 0, or a promise: rows passed again with the
+				* same tag, first_row and rows hold the same
+				* values, so a backend may keep its copy (the
+				* CUDA matrix keeps the query block on the
+				* device across the base blocks) */
 } xj_rows;
 
 typedef struct xj_backend_cfg {

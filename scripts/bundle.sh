@@ -9,7 +9,7 @@
 # DIR (default bundle/) gets:
 #   bin/          xjoin, libxjoin_cuda.so (the CUDA backend, which xjoin
 #                 loads from its own folder), the backend contract
-#                 programs (contract_cuda, contract_cpu),
+#                 programs (contract_cuda, contract_cpu, gpu_budget),
 #                 test_cuda_backend, the unit test programs
 #   lib/          the libraries, each under its soname
 #   lib/compat/   libstdc++ and libgcc_s, used only where the system has none
@@ -66,7 +66,7 @@ mkdir -p "$mpi_libdir/openmpi/lib"
 
 # --- programs -------------------------------------------------------------
 elves=()
-for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/contract_* \
+for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/contract_* build/tests/gpu_budget \
 	build/tests/test_*; do
 	[ -f "$f" ] && [ -x "$f" ] || continue
 	cp "$f" "$out/bin/"

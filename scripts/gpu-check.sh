@@ -27,8 +27,10 @@
 #     glove-100d-100k.h5 (bundle DIR/data or ../shared/data) when present:
 #     --device gpu against --device cpu
 #   - matrix, every metric, on glove-demo and a 200 x 20000 slice of glove-100k
-#   - a starved GPU (--gpu-mem-fraction 0.0005, --chunk-rows 64): many chunks,
-#     same bits
+#   - a starved GPU (--chunk-rows 64 and a --gpu-mem-fraction derived from
+#     the backend's own bytes and the GPU's free memory by gpu_budget): many
+#     chunks, same bits; the dry run evaluates that formula for an H100 and
+#     an H200
 #   - topk with --precision tf32, bf16 and fp16: the same bits as the CPU
 #   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
 #     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
@@ -289,15 +291,66 @@ for m in $metrics; do
 done
 
 # --- 3. a starved GPU: many small chunks ------------------------------------------
+# The fraction is derived, never fixed: gpu_budget plans the job as xjoin
+# does (the backend's tile buffers, staging and merge bytes, the planner's
+# reserve) and gives 1.25 x the smallest budget that holds 64-row chunks,
+# as a share of this GPU's free memory, so the check means the same on an
+# 80 GB H100 as on a 141 GB H200. The dry run (--plumbing) evaluates the
+# same formula for both.
+budget_prog=
+for dir in $test_dir; do
+	[ -x "$dir/gpu_budget" ] && { budget_prog=$dir/gpu_budget; break; }
+done
+# FILE -> "n m d" of its /test and /train
+shape_of() {
+	"$py" -c 'import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+print(f["test"].shape[0], f["train"].shape[0], f["test"].shape[1])' "$1"
+}
+# METRIC K FILE [--free BYTES] -> the fraction on stdout, or nothing
+starved_fraction() {
+	local metric=$1 k=$2 file=$3 n m d out
+	shift 3
+	read -r n m d < <(shape_of "$file") || return 1
+	out=$("$budget_prog" -m "$metric" -n "$n" -M "$m" -d "$d" -k "$k" -c 64 "$@" 2>>"$log")
+	echo "+ gpu_budget -m $metric -n $n -M $m -d $d -k $k -c 64 $*: $(echo $out)" >>"$log"
+	echo "$out" | grep -q '^fits=yes$' || return 1
+	echo "$out" | sed -n 's/^fraction=//p'
+}
 tf=${big:-$demo}
 tn=$([ -n "$big" ] && echo glove100k || echo demo)
-check "topk $tn l2 k=100, --gpu-mem-fraction 0.0005 --chunk-rows 64" "topk-$tn-l2-100" \
-	topk -q "$tf" -b "$tf" -k 100 -m l2 -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
-check "topk $tn cosine k=10, --gpu-mem-fraction 0.0005 --chunk-rows 64" "topk-$tn-cosine-10" \
-	topk -q "$tf" -b "$tf" -k 10 -m cosine -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
-if [ -n "$slice" ]; then
-	check "matrix glove100k[200x20000] l2, --gpu-mem-fraction 0.0005 --chunk-rows 64" "matrix-slice-l2" \
-		matrix -q "$slice" -b "$slice" -m l2 -- --device gpu --gpu-mem-fraction 0.0005 --chunk-rows 64
+starved=("topk l2 100 $tf $tn" "topk cosine 10 $tf $tn")
+[ -n "$slice" ] && starved+=("matrix l2 0 $slice glove100k[200x20000]")
+if [ -z "$budget_prog" ] || [ -z "$py" ]; then
+	result SKIP "starved GPU checks" "no gpu_budget (built without CUDA) or no python3 with h5py"
+else
+	for s in "${starved[@]}"; do
+		read -r cmd m k file name <<<"$s"
+		if [ $plumbing = 1 ]; then
+			# free memory as cudaMemGetInfo reports it on an idle
+			# H100 80 GB and H200 141 GB
+			h100=$(starved_fraction "$m" "$k" "$file" --free 84934656000)
+			h200=$(starved_fraction "$m" "$k" "$file" --free 150323855360)
+			if [ -n "$h100" ] && [ -n "$h200" ]; then
+				result PASS "GPU memory formula: $cmd $name $m, 64-row chunks" "fraction $h100 on an H100, $h200 on an H200"
+			else
+				result FAIL "GPU memory formula: $cmd $name $m, 64-row chunks" "no fraction fits, see $log"
+			fi
+			frac=${h100:-0.001}
+		elif [ -n "$gpu_reason" ]; then
+			frac=0.001
+		else
+			frac=$(starved_fraction "$m" "$k" "$file") ||
+				{ result FAIL "starved GPU: $cmd $name $m" "no fraction fits this GPU, see $log"; continue; }
+		fi
+		if [ "$cmd" = topk ]; then
+			check "topk $name $m k=$k, --gpu-mem-fraction $frac --chunk-rows 64" "topk-$name-$m-$k" \
+				topk -q "$file" -b "$file" -k "$k" -m "$m" -- --device gpu --gpu-mem-fraction "$frac" --chunk-rows 64
+		else
+			check "matrix $name $m, --gpu-mem-fraction $frac --chunk-rows 64" "matrix-slice-$m" \
+				matrix -q "$file" -b "$file" -m "$m" -- --device gpu --gpu-mem-fraction "$frac" --chunk-rows 64
+		fi
+	done
 fi
 
 # --- 4. lower-precision candidate GEMMs: still the CPU's bits -------------------

@@ -59,6 +59,7 @@ int cuda_pinned_alloc(float **p, int64_t n, const char *what,
 
 static void query_free(cuda_backend *c)
 {
+	c->qtag = 0;
 	dev_free(&c->q);
 	dev_free(&c->qhat);
 	dev_free(&c->qq);

@@ -100,6 +100,9 @@ typedef struct cuda_backend {
 	cudaEvent_t tiled[2];   /* matrix tile in g / g2 computed */
 	cudaEvent_t copied[2];  /* ... and copied out: buffer free */
 	int mqueued;            /* a matrix block is queued */
+	uint64_t qtag;          /* c->q holds the checked query rows of this
+				 * xj_rows tag (0: none) ... */
+	int64_t qtag_first, qtag_rows;   /* ... at this first row, count */
 	int *cand;              /* TQ x TB: scanned columns */
 	int *ncand;             /* TQ */
 	uint64_t *skey;         /* TQ x TB: rescored sort keys */

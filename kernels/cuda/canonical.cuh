@@ -26,13 +26,16 @@
  * dependency chain, so one thread does one pair and many pairs run side by
  * side.
  *
- * The gate and threshold functions copy metric_gate_approx(),
- * metric_err_bound(), metric_err_bound_prec() and cpu_topk.c's
- * row_threshold(); their results
- * need not match the CPU's bits for the answer to be exact (any valid
- * upper bound keeps every pair that can enter the top k), but they do, so
- * both backends examine the same bounds. The rounding up to float uses
- * __double2float_ru, which is exactly cpu_topk.c's float_up().
+ * The gate and error-bound functions copy metric_gate_approx(),
+ * metric_err_bound() and metric_err_bound_prec(), bit for bit. The scan
+ * threshold follows cpu_topk.c's row_threshold() for the l2 family and
+ * ip; for cosine the two backends scan different GEMM values (the CPU's
+ * GEMM adds the 1 of 1 - qn.bn, the GPU's gives -qn.bn), so the CPU's
+ * threshold is up(gate + err) and the GPU's up(gate - 1 + err): the same
+ * bound in two forms, not the same bits. Neither needs to match the other
+ * for the answer to be exact (any valid upper bound keeps every pair that
+ * can enter the top k). The rounding up to float uses __double2float_ru,
+ * which is exactly cpu_topk.c's float_up().
  */
 #ifndef XJ_CUDA_CANONICAL_CUH
 #define XJ_CUDA_CANONICAL_CUH
@@ -279,7 +282,9 @@ XJC_HD double xjc_gate_approx(int m, float key)
  * and err the error bound of the GEMM's precision p for the largest base
  * norm bmax of the sub-tile. A gate of +inf (no list yet, no threshold)
  * keeps all, one of -inf (a threshold whose key is -inf) none. For
- * p = fp32 this is exactly the CPU's threshold.
+ * p = fp32 this is the CPU's threshold for the l2 family and ip; for
+ * cosine it is the CPU's bound shifted by the 1 the CPU's GEMM adds (see
+ * the top of this file).
  */
 XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
 				float qnorm, float bmax, int p)

@@ -52,6 +52,7 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 	xj_metric m = c->cfg.metric;
 	int64_t d = c->cfg.d, nq = q->rows, nb = b->rows;
 	unsigned long long bad[2] = { XJC_BAD_NONE, XJC_BAD_NONE };
+	int kept;
 
 	if (cuda_check_rows_arg(c, q, "query", st) ||
 	    cuda_check_rows_arg(c, b, "base", st))
@@ -65,13 +66,23 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 	if (cuda_query_reserve(c, nq, st) || cuda_base_reserve(c, nb, st) ||
 	    cuda_flags_reset(c, st))
 		return st->code;
-	CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x, (size_t)(nq * d) * sizeof(float),
-				       cudaMemcpyHostToDevice, c->stream));
+	/* the query block of a round stays on the device for all its base
+	 * blocks (xj_rows.tag) */
+	kept = q->tag && q->tag == c->qtag && q->first_row == c->qtag_first &&
+	       nq == c->qtag_rows;
+	c->qtag = 0;
+	if (!kept) {
+		CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x,
+					       (size_t)(nq * d) * sizeof(float),
+					       cudaMemcpyHostToDevice,
+					       c->stream));
+		if (cuda_prep_norms(c->q, nq, d, m, q->first_row, c->qq, NULL,
+				    NULL, &c->bad[0], c->stream, st))
+			return st->code;
+	}
 	CUDA_CHECK(st, cudaMemcpyAsync(c->b, b->x, (size_t)(nb * d) * sizeof(float),
 				       cudaMemcpyHostToDevice, c->stream));
-	if (cuda_prep_norms(c->q, nq, d, m, q->first_row, c->qq, NULL, NULL,
-			    &c->bad[0], c->stream, st) ||
-	    cuda_prep_norms(c->b, nb, d, m, b->first_row, c->bb, NULL, NULL,
+	if (cuda_prep_norms(c->b, nb, d, m, b->first_row, c->bb, NULL, NULL,
 			    &c->bad[1], c->stream, st))
 		return st->code;
 	CUDA_CHECK(st, cudaMemcpyAsync(bad, c->bad, sizeof(bad),
@@ -81,6 +92,9 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 		return cuda_rows_bad(c, q, st);
 	if (bad[1] != XJC_BAD_NONE)
 		return cuda_rows_bad(c, b, st);
+	c->qtag = q->tag;
+	c->qtag_first = q->first_row;
+	c->qtag_rows = nq;
 	c->mqueued = 1;
 	for (int64_t i0 = 0, t = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
 		int tq = (int)MIN64(XJ_CUDA_TQ, nq - i0);

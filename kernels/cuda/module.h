@@ -28,10 +28,10 @@ extern "C" {
 
 #include "../backend.h"
 
-#define XJC_MODULE_ABI 4   /* 3: xj_backend has matrix_start, matrix_wait,
+#define XJC_MODULE_ABI 5   /* 3: xj_backend has matrix_start, matrix_wait,
 				    * block_alloc, block_free, matrix_async;
 				    * 4: nccl_open takes an xj_group, not an
-				    * MPI communicator */
+				    * MPI communicator; 5: xj_rows.tag */
 #define XJC_MODULE_SYMBOL "xjc_module_get"
 
 /* The functions of backend_cuda.h and nccl_transport.h app/device.c

@@ -180,6 +180,7 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	unsigned long long bad = XJC_BAD_NONE;
 
 	c->active = 0;
+	c->qtag = 0;        /* c->q is about to hold other rows */
 	if (k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",
 			       (long long)k);

@@ -592,7 +592,7 @@ static void test_empty_chunks(void)
 	cfg.d = d;
 	xj_ok(&st);
 	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
-	xj_rows q0 = { x, 0, d, 0 }, q5 = { x, 5, d, 100 }, b0 = { x, 0, d, 7 };
+	xj_rows q0 = { x, 0, d, 0, 0 }, q5 = { x, 5, d, 100, 0 }, b0 = { x, 0, d, 7, 0 };
 
 	poison(key, idx, 5 * k);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &q0, &st), XJ_OK);
@@ -677,14 +677,14 @@ static void test_errors(void)
 	xj_ok(&st);
 	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
 	CU_ASSERT_STRING_EQUAL(be->name, cur->name);
-	xj_rows q = { x, 4, d, 10 }, b = { x + 4 * d, 4, d, 20 };
+	xj_rows q = { x, 4, d, 10, 0 }, b = { x + 4 * d, 4, d, 20, 0 };
 
 	/* calls out of order */
 	CU_ASSERT_EQUAL(be->topk_add(be, &b, &st), XJ_EXIT_INTERNAL);
 	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_EXIT_INTERNAL);
 	/* wrong dimension */
-	xj_rows bad_d = { x, 4, d - 1, 0 };
+	xj_rows bad_d = { x, 4, d - 1, 0, 0 };
 
 	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &bad_d, &st), XJ_EXIT_INTERNAL);
@@ -740,7 +740,7 @@ static void test_errors(void)
 	cfg.k = 2;      /* key, idx hold 4 queries x 2 */
 	xj_ok(&st);
 	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
-	xj_rows huge = { x, (int64_t)1 << 40, d, 0 };
+	xj_rows huge = { x, (int64_t)1 << 40, d, 0, 0 };
 
 	CU_ASSERT_EQUAL(be->topk_begin(be, &huge, &st), XJ_EXIT_RESOURCE);
 	printf("\n  (expected) %s ", st.msg);
@@ -816,7 +816,7 @@ static int64_t check_matrix(xj_metric m, const float *q, int64_t nq,
 	CU_ASSERT_EQUAL(st.code, XJ_EXIT_RESOURCE);
 	xj_ok(&st);
 	memset(out, 0xff, sizeof(float) * (size_t)(n + 16));   /* NaN */
-	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
+	xj_rows qr = { q, nq, d, 0, 0 }, br = { b, nb, d, 0, 0 };
 
 	CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st), XJ_OK);
 	for (int64_t e = 0; e < n; e++)
@@ -879,7 +879,7 @@ static void test_matrix(void)
 
 	xj_ok(&st);
 	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
-	xj_rows q0 = { q, 0, d, 0 }, b3 = { b, 3, d, 0 };
+	xj_rows q0 = { q, 0, d, 0, 0 }, b3 = { b, 3, d, 0, 0 };
 
 	memset(out, 0xff, sizeof(out));
 	CU_ASSERT_EQUAL(backend_matrix_block(be, &q0, &b3, out, &st), XJ_OK);
@@ -928,8 +928,10 @@ static void test_matrix_pipeline(void)
 		int cur_blk = i & 1, prev = 1 - cur_blk;
 
 		if (i < 4) {
-			xj_rows qr = { q, nq, d, 0 };
-			xj_rows br = { b + b0s[i] * d, nb - b0s[i], d, b0s[i] };
+			/* tagged, as the driver passes a round's queries:
+			 * a backend may keep them across the blocks */
+			xj_rows qr = { q, nq, d, 0, 7 };
+			xj_rows br = { b + b0s[i] * d, nb - b0s[i], d, b0s[i], 0 };
 
 			memset(blk[cur_blk], 0xff,
 			       sizeof(float) * (size_t)(nq * nb));
@@ -971,6 +973,70 @@ static void test_matrix_pipeline(void)
 	free(want);
 }
 
+/*
+ * A query block's tag (xj_rows.tag) lets a backend keep its copy, but
+ * only for rows with the same tag, first row and count: a block of other
+ * queries under the same tag at another first row, one after a top-k
+ * session, and an untagged one must all be computed from what is given.
+ */
+static int64_t tagged_block(xj_backend *be, const float *q, int64_t q0,
+			    uint64_t tag, const float *b, int64_t nq,
+			    int64_t nb, int64_t d, const float *want)
+{
+	xj_rows qr = { q, nq, d, q0, tag }, br = { b, nb, d, 0, 0 };
+	float *out = malloc(sizeof(float) * (size_t)(nq * nb));
+	int64_t bad = 0;
+	xj_status st;
+
+	CU_ASSERT_FATAL(out != NULL);
+	xj_ok(&st);
+	memset(out, 0xff, sizeof(float) * (size_t)(nq * nb));
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st), XJ_OK);
+	for (int64_t e = 0; e < nq * nb; e++)
+		bad += !same_f32(out[e], want[e]);
+	free(out);
+	return bad;
+}
+
+static void test_matrix_tag(void)
+{
+	const int64_t d = 29, nq = 70, nb = 90, k = 3;
+	float *q1 = gauss_rows(nq, d, 0, 1), *q2 = gauss_rows(nq, d, 3, 1);
+	float *b = gauss_rows(nb, d, 0, 1);
+	float *key = malloc(sizeof(float) * nq * k);
+	int64_t *idx = malloc(sizeof(int64_t) * nq * k), bad = 0;
+	float *w1 = ref_matrix(XJ_METRIC_L2, q1, nq, b, nb, d);
+	float *w2 = ref_matrix(XJ_METRIC_L2, q2, nq, b, nb, d);
+	xj_backend_cfg cfg = matrix_cfg(XJ_METRIC_L2, d, nq, nb, 0);
+	xj_rows qt = { q2, nq, d, 0, 0 }, bt = { b, nb, d, 0, 0 };
+	xj_backend *be;
+	xj_status st;
+
+	CU_ASSERT_FATAL(q1 && q2 && b && key && idx && w1 && w2);
+	cfg.k = k;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+	bad += tagged_block(be, q1, 0, 5, b, nq, nb, d, w1);
+	bad += tagged_block(be, q1, 0, 5, b, nq, nb, d, w1);  /* kept */
+	bad += tagged_block(be, q2, 100, 5, b, nq, nb, d, w2); /* moved */
+	bad += tagged_block(be, q1, 0, 0, b, nq, nb, d, w1);  /* untagged */
+	bad += tagged_block(be, q2, 0, 5, b, nq, nb, d, w2);
+	/* a top-k session in between uses the query buffer too */
+	CU_ASSERT_EQUAL(be->topk_begin(be, &qt, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_add(be, &bt, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->topk_end(be, key, idx, &st), XJ_OK);
+	bad += tagged_block(be, q1, 0, 6, b, nq, nb, d, w1);
+	CU_ASSERT_EQUAL(bad, 0);
+	be->release(be);
+	free(q1);
+	free(q2);
+	free(b);
+	free(key);
+	free(idx);
+	free(w1);
+	free(w2);
+}
+
 /* ---- the suite --------------------------------------------------------- */
 
 static const unit_test contract_tests[] = {
@@ -987,6 +1053,8 @@ static const unit_test contract_tests[] = {
 	{ "errors", test_errors },
 	{ "matrix equals canonical values", test_matrix },
 	{ "matrix blocks queued in turn", test_matrix_pipeline },
+	{ "matrix: a tagged query block is kept only while the same",
+	  test_matrix_tag },
 };
 
 int contract_add(const contract_backend *be)

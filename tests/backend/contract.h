@@ -87,8 +87,8 @@ static inline int contract_topk(backend_factory create,
 	if (create(&cfg, &be, &st))
 		goto fail;
 	for (int64_t q0 = 0; q0 < nq; q0 += qc) {
-		xj_rows qr = { q + q0 * d, nq - q0 < qc ? nq - q0 : qc, d, q0 };
-		xj_rows none = { b, 0, d, 0 };
+		xj_rows qr = { q + q0 * d, nq - q0 < qc ? nq - q0 : qc, d, q0, 0 };
+		xj_rows none = { b, 0, d, 0, 0 };
 
 		if (be->topk_begin(be, &qr, &st))
 			goto fail;
@@ -96,7 +96,7 @@ static inline int contract_topk(backend_factory create,
 			goto fail;
 		for (int64_t b0 = 0; b0 < nb; b0 += bc) {
 			xj_rows br = { b + b0 * d, nb - b0 < bc ? nb - b0 : bc,
-				       d, b0 };
+				       d, b0, 0 };
 
 			if (be->topk_add(be, &br, &st))
 				goto fail;

@@ -140,7 +140,7 @@ static void run_topk(const xj_backend_cfg *cfg, const float *q,
 {
 	xj_backend *be;
 	xj_status st;
-	xj_rows qr = { q, nq, cfg->d, 0 };
+	xj_rows qr = { q, nq, cfg->d, 0, 0 };
 	double w, u;
 
 	xj_ok(&st);
@@ -151,7 +151,7 @@ static void run_topk(const xj_backend_cfg *cfg, const float *q,
 		goto fail;
 	for (int64_t j0 = 0; j0 < nb; j0 += chunk) {
 		xj_rows br = { b + j0 * cfg->d, nb - j0 < chunk ? nb - j0 : chunk,
-			       cfg->d, j0 };
+			       cfg->d, j0, 0 };
 
 		if (be->topk_add(be, &br, &st))
 			goto fail;

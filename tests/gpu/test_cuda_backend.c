@@ -87,7 +87,10 @@ static float key_sample(int i)
 	return (float)((rng_unit() - 0.3) * pow(10.0, (double)(i % 40) - 20));
 }
 
-/* cpu_topk.c's float_up() and row_threshold(), from metric.c */
+/* The scan threshold xjc_scan_threshold() must give, written with the
+ * host's metric.c: for the l2 family and ip it is cpu_topk.c's
+ * row_threshold(); for cosine the GPU scans -qn.bn where the CPU scans
+ * 1 - qn.bn, so its offset is 1 where the CPU's is 0 (canonical.cuh). */
 static float float_up(double x)
 {
 	float f = (float)x;
@@ -97,7 +100,7 @@ static float float_up(double x)
 	return f;
 }
 
-static float cpu_threshold(xj_metric m, int64_t d, double gate, double qq,
+static float host_threshold(xj_metric m, int64_t d, double gate, double qq,
 			   float qnorm, float bmax)
 {
 	if (gate == INFINITY)
@@ -136,7 +139,7 @@ static void test_host_gates(void)
 			if (!same_f64(metric_err_bound(m, d, qn, bn),
 				      backend_cuda_host_err_bound(m, d, qn, bn)))
 				bad++;
-			if (!same_f32(cpu_threshold(m, d, g, qq, qn, bn),
+			if (!same_f32(host_threshold(m, d, g, qq, qn, bn),
 				      backend_cuda_host_threshold(m, d, g, qq,
 								  qn, bn)) &&
 			    bad++ < 4)
@@ -416,7 +419,7 @@ static void test_limits(void)
 	cfg.max_base_rows = 4;
 	xj_ok(&st);
 	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
-	xj_rows q = { x, 4, d, 10 }, b = { x + 4 * d, 4, d, 20 };
+	xj_rows q = { x, 4, d, 10, 0 }, b = { x + 4 * d, 4, d, 20, 0 };
 
 	poison(key, idx, 8);
 	CU_ASSERT_EQUAL(be->topk_begin(be, &q, &st), XJ_OK);

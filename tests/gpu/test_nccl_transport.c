@@ -204,7 +204,7 @@ static int hook_run(const xj_backend_cfg *cfg, const float *q, int64_t nq,
 	int64_t k = cfg->k, d = cfg->d;
 	float *key = malloc(sizeof(float) * (size_t)(nq * k));
 	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(nq * k));
-	xj_rows qr = { q, nq, d, 0 }, br = { b, nb, d, 0 };
+	xj_rows qr = { q, nq, d, 0, 0 }, br = { b, nb, d, 0, 0 };
 	xj_backend *be = NULL;
 	int rc;
 
@@ -307,7 +307,7 @@ static void test_errors(void)
 	xj_backend_cfg cfg;
 	xj_backend *be = NULL;
 	xj_transport mpi, t;
-	xj_rows r = { x, n, d, 0 };
+	xj_rows r = { x, n, d, 0, 0 };
 	xj_status st;
 	void *buf;
 	int rc;
