@@ -13,7 +13,10 @@
 
 #include <ini.h>
 
-#define RESUME_FORMAT 1
+/* Format 2 adds [inround]; a record without it is still written as
+ * format 1, so that an older xjoin resumes it. */
+#define RESUME_FORMAT_PLAIN 1
+#define RESUME_FORMAT_INROUND 2
 
 /* ---- spans ------------------------------------------------------------ */
 
@@ -88,6 +91,26 @@ int64_t spans_rows(const xj_spans *sp)
 	return rows;
 }
 
+int64_t spans_rows_before(const xj_spans *sp, int64_t r)
+{
+	int64_t rows = 0;
+
+	for (int64_t i = 0; i < sp->n && sp->s[i][0] < r; i++)
+		rows += (r < sp->s[i][1] ? r : sp->s[i][1]) - sp->s[i][0];
+	return rows;
+}
+
+int spans_copy(xj_spans *dst, const xj_spans *src, xj_status *st)
+{
+	spans_free(dst);
+	if (spans_reserve(dst, src->n, st))
+		return st->code;
+	if (src->n)
+		memcpy(dst->s, src->s, (size_t)src->n * sizeof(src->s[0]));
+	dst->n = src->n;
+	return XJ_OK;
+}
+
 void spans_free(xj_spans *sp)
 {
 	free(sp->s);
@@ -127,11 +150,59 @@ uint64_t resume_hash_rows(const float *x, int64_t rows, int64_t d,
 	return sum;
 }
 
+/* Like a row, a list hashes its place and its entries' bits (a key of
+ * -0.0 is not one of 0.0). */
+uint64_t resume_hash_lists(const float *key, const int64_t *idx,
+			   int64_t rows, int64_t k, int64_t at)
+{
+	uint64_t sum = 0;
+
+	for (int64_t i = 0; i < rows; i++) {
+		uint64_t h = mix64((uint64_t)(at + i) ^ 0x6a09e667f3bcc909ULL);
+
+		for (int64_t j = 0; j < k; j++) {
+			uint32_t w;
+
+			memcpy(&w, key + i * k + j, sizeof(w));
+			h = (h ^ w) * 0x100000001b3ULL;
+			h = mix64(h ^ (uint64_t)idx[i * k + j]);
+		}
+		sum += mix64(h ^ (uint64_t)k);
+	}
+	return sum;
+}
+
 /* ---- the record ------------------------------------------------------- */
 
 void resume_path(const char *output, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s.progress", output);
+}
+
+void resume_lists_path(const char *record, int slot, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s.%d", record, slot);
+}
+
+void resume_inround_clear(resume_inround *in)
+{
+	spans_free(&in->rows);
+	spans_free(&in->base);
+	memset(in, 0, sizeof(*in));
+}
+
+int resume_inround_done(const resume_inround *in, const xj_spans *done)
+{
+	for (int64_t i = 0; in->valid && i < in->rows.n; i++)
+		if (!spans_covers(done, in->rows.s[i][0], in->rows.s[i][1]))
+			return 0;
+	return 1;
+}
+
+void resume_free(resume_record *r)
+{
+	spans_free(&r->done);
+	resume_inround_clear(&r->inround);
 }
 
 static int fill_input(resume_input *in, const h5in_info *info,
@@ -179,13 +250,37 @@ static void print_input(FILE *f, const char *section, const resume_input *in)
 		in->type, in->rows, in->cols, in->fingerprint);
 }
 
+static void print_spans(FILE *f, const char *name, const xj_spans *sp)
+{
+	for (int64_t i = 0; i < sp->n; i++)
+		fprintf(f, "%s = %" PRId64 " %" PRId64 "\n", name, sp->s[i][0],
+			sp->s[i][1]);
+}
+
+/* rows_held and base_folded are for people; the spans are the truth. */
+static void print_inround(FILE *f, const resume_record *r)
+{
+	const resume_inround *in = &r->inround;
+
+	fprintf(f, "\n[inround]\n# a round in progress: the k-lists of its "
+		"query rows over the base rows\n# folded in so far are in "
+		"this record's file .%d\n"
+		"slot = %d\ngeneration = %" PRId64 "\nhash = 0x%016" PRIx64
+		"\nrows_held = %" PRId64 "\nbase_folded = %" PRId64 " of %"
+		PRId64 "\n", in->slot, in->slot, in->generation, in->hash,
+		spans_rows(&in->rows), spans_rows(&in->base), r->b.rows);
+	print_spans(f, "rows", &in->rows);
+	print_spans(f, "base", &in->base);
+}
+
 static void print_record(FILE *f, const resume_record *r)
 {
 	fprintf(f, "# xjoin progress record: this output is not finished.\n"
 		"# Continue with the same command and --resume, or start over "
 		"with --force.\n"
 		"[xjoin]\nformat = %d\n\n[job]\ncommand = %s\nmetric = %s\n"
-		"k = %" PRId64 "\n", RESUME_FORMAT, r->command, r->metric, r->k);
+		"k = %" PRId64 "\n", r->inround.valid ? RESUME_FORMAT_INROUND :
+		RESUME_FORMAT_PLAIN, r->command, r->metric, r->k);
 	/* %a: the threshold's exact bits survive the round trip */
 	if (r->has_threshold)
 		fprintf(f, "threshold = %a\n", r->threshold);
@@ -196,9 +291,9 @@ static void print_record(FILE *f, const resume_record *r)
 	print_input(f, "base", &r->b);
 	fprintf(f, "\n[progress]\nruns = %" PRId64 "\nrows_done = %" PRId64
 		" of %" PRId64 "\n", r->runs, spans_rows(&r->done), r->q.rows);
-	for (int64_t i = 0; i < r->done.n; i++)
-		fprintf(f, "done = %" PRId64 " %" PRId64 "\n", r->done.s[i][0],
-			r->done.s[i][1]);
+	print_spans(f, "done", &r->done);
+	if (r->inround.valid)
+		print_inround(f, r);
 }
 
 /* fsync the folder holding path, so the rename itself is durable. */
@@ -257,9 +352,14 @@ int resume_save(const char *path, const resume_record *r, xj_status *st)
 
 /* ---- reading it back (libinih) ---------------------------------------- */
 
+/* The [inround] keys a usable section must have. */
+enum { IR_SLOT = 1, IR_GENERATION = 2, IR_HASH = 4, IR_ROWS = 8,
+       IR_ALL = 15 };
+
 struct load_ctx {
 	resume_record *r;
 	int format;
+	int inround_seen;       /* IR_* bits */
 	char why[160];
 	xj_status *st;
 };
@@ -349,22 +449,60 @@ static int load_job(resume_record *r, const char *name, const char *v)
 	return 0;
 }
 
-static int load_progress(struct load_ctx *c, const char *name,
-			 const char *v)
+/* "a b", a span [a, b) with 0 <= a < b, added to sp. */
+static int load_span(struct load_ctx *c, xj_spans *sp, const char *v)
 {
 	int64_t a, b;
 	int used = 0;
 
+	if (sscanf(v, "%" SCNd64 " %" SCNd64 " %n", &a, &b, &used) != 2 ||
+	    v[used] || a < 0 || b <= a)
+		return -1;
+	return spans_add(sp, a, b, c->st) ? -1 : 0;
+}
+
+static int load_progress(struct load_ctx *c, const char *name,
+			 const char *v)
+{
 	if (!strcmp(name, "runs"))
 		return parse_i64(v, &c->r->runs) || c->r->runs < 1 ? -1 : 0;
 	if (!strcmp(name, "rows_done"))
 		return 0;   /* for people: the spans are the truth */
 	if (strcmp(name, "done") != 0)
 		return -1;
-	if (sscanf(v, "%" SCNd64 " %" SCNd64 " %n", &a, &b, &used) != 2 ||
-	    v[used] || a < 0 || b <= a)
+	return load_span(c, &c->r->done, v);
+}
+
+static int load_inround(struct load_ctx *c, const char *name,
+			const char *v)
+{
+	resume_inround *in = &c->r->inround;
+	int64_t x;
+
+	if (!strcmp(name, "rows_held") || !strcmp(name, "base_folded"))
+		return 0;   /* for people, as rows_done */
+	if (!strcmp(name, "rows")) {
+		c->inround_seen |= IR_ROWS;
+		return load_span(c, &in->rows, v);
+	}
+	if (!strcmp(name, "base"))
+		return load_span(c, &in->base, v);
+	if (!strcmp(name, "hash")) {
+		c->inround_seen |= IR_HASH;
+		return parse_u64(v, &in->hash);
+	}
+	if (parse_i64(v, &x))
 		return -1;
-	return spans_add(&c->r->done, a, b, c->st) ? -1 : 0;
+	if (!strcmp(name, "slot") && (x == 0 || x == 1)) {
+		c->inround_seen |= IR_SLOT;
+		in->slot = (int)x;
+	} else if (!strcmp(name, "generation") && x >= 1) {
+		c->inround_seen |= IR_GENERATION;
+		in->generation = x;
+	} else {
+		return -1;
+	}
+	return 0;
 }
 
 static int load_line(void *user, const char *section, const char *name,
@@ -377,9 +515,11 @@ static int load_line(void *user, const char *section, const char *name,
 	if (!strcmp(section, "xjoin") && !strcmp(name, "format")) {
 		rc = parse_i64(value, &x);
 		c->format = rc ? 0 : (int)x;
-		if (!rc && x != RESUME_FORMAT) {
+		if (!rc && (x < RESUME_FORMAT_PLAIN ||
+			    x > RESUME_FORMAT_INROUND)) {
 			snprintf(c->why, sizeof(c->why), "format %s, this "
-				 "xjoin reads %d", value, RESUME_FORMAT);
+				 "xjoin reads %d to %d", value,
+				 RESUME_FORMAT_PLAIN, RESUME_FORMAT_INROUND);
 			return 0;
 		}
 	} else if (!strcmp(section, "job")) {
@@ -390,11 +530,41 @@ static int load_line(void *user, const char *section, const char *name,
 		rc = load_input(&c->r->b, name, value);
 	} else if (!strcmp(section, "progress")) {
 		rc = load_progress(c, name, value);
+	} else if (!strcmp(section, "inround") &&
+		   c->format >= RESUME_FORMAT_INROUND) {
+		rc = load_inround(c, name, value);
 	}
 	if (rc)
 		snprintf(c->why, sizeof(c->why), "[%s] %s = %.64s", section,
 			 name, value);
 	return rc == 0;
+}
+
+static int spans_past(const xj_spans *sp, int64_t rows)
+{
+	return sp->n && sp->s[sp->n - 1][1] > rows;
+}
+
+/* An [inround] section is whole and inside the inputs, or refused. */
+static int check_inround(const char *path, resume_record *r, int seen,
+			 xj_status *st)
+{
+	resume_inround *in = &r->inround;
+
+	if (!seen && !in->base.n)
+		return XJ_OK;
+	if (seen != IR_ALL)
+		return xj_fail(st, XJ_EXIT_INPUT, "progress %s: incomplete "
+			       "[inround] section (start over with --force)",
+			       path);
+	if (spans_past(&in->rows, r->q.rows) ||
+	    spans_past(&in->base, r->b.rows))
+		return xj_fail(st, XJ_EXIT_INPUT, "progress %s: [inround] "
+			       "names rows past the inputs' %" PRId64 " query "
+			       "and %" PRId64 " base rows", path, r->q.rows,
+			       r->b.rows);
+	in->valid = 1;
+	return XJ_OK;
 }
 
 int resume_load(const char *path, resume_record *r, xj_status *st)
@@ -417,15 +587,14 @@ int resume_load(const char *path, resume_record *r, xj_status *st)
 		return xj_fail(st, XJ_EXIT_INPUT, "progress %s:%d: cannot read "
 			       "%s (start over with --force)", path, line,
 			       c.why[0] ? c.why : "this line");
-	if (c.format != RESUME_FORMAT || !r->command[0] || !r->q.file[0] ||
-	    !r->b.file[0])
+	if (!c.format || !r->command[0] || !r->q.file[0] || !r->b.file[0])
 		return xj_fail(st, XJ_EXIT_INPUT, "progress %s: incomplete "
 			       "record (start over with --force)", path);
 	if (r->done.n && r->done.s[r->done.n - 1][1] > r->q.rows)
 		return xj_fail(st, XJ_EXIT_INPUT, "progress %s: rows done "
 			       "past the %" PRId64 " query rows", path,
 			       r->q.rows);
-	return XJ_OK;
+	return check_inround(path, r, c.inround_seen, st);
 }
 
 /* ---- comparing -------------------------------------------------------- */
