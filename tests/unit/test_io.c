@@ -1,5 +1,5 @@
 /*
- * test_io.c: unit tests for io/h5in and io/h5out.
+ * test_io.c: unit tests for io/h5in, io/h5out and io/listfile.
  *
  * Fixtures are written from C into a fresh mkdtemp folder under /tmp by
  * rank 0; every rank then reads them. The h5out tests are collective and
@@ -27,6 +27,7 @@
 
 #include "io/h5in.h"
 #include "io/h5out.h"
+#include "io/listfile.h"
 
 #define NR 7           /* rows of the per-type fixtures */
 #define NC 5           /* columns of the per-type fixtures */
@@ -1216,6 +1217,163 @@ static void test_agreement(void)
 	MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- lists of a round in progress (listfile) ------------------------- */
+
+#define LK 6
+#define LROWS 41
+
+static float list_key(int64_t row, int64_t j)
+{
+	return (float)row + (float)j / 8.0f;
+}
+
+static int64_t list_idx(int64_t row, int64_t j)
+{
+	return j == LK - 1 ? -1 : row * 1000 + j;
+}
+
+/* Every rank writes its share of LROWS lists; the file holds them all. */
+static void write_lists(const char *path, int64_t generation)
+{
+	int64_t at, n;
+	float key[LROWS * LK];
+	int64_t idx[LROWS * LK];
+	xj_status st;
+
+	at = g_rank * (LROWS / g_nranks);
+	n = g_rank == g_nranks - 1 ? LROWS - at : LROWS / g_nranks;
+	for (int64_t i = 0; i < n * LK; i++) {
+		key[i] = list_key(at + i / LK, i % LK);
+		idx[i] = list_idx(at + i / LK, i % LK);
+	}
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(listfile_write(MPI_COMM_WORLD, path, LK, LROWS,
+				       generation, at, n, key, idx, &st),
+			XJ_OK);
+}
+
+/* Open path as the record would describe it: XJ_OK or the code, with
+ * needle in the message. */
+static int open_lists(const char *path, int64_t k, int64_t rows,
+		      int64_t generation, const char *needle)
+{
+	listfile *lf = NULL;
+	xj_status st;
+	int rc;
+
+	rc = listfile_open(MPI_COMM_WORLD, path, k, rows, generation, &lf,
+			   &st);
+	if (needle && !strstr(st.msg, needle)) {
+		printf("\n  '%s' lacks '%s'\n", st.msg, needle);
+		CU_FAIL("message");
+	}
+	if (rc == XJ_OK) {
+		CU_ASSERT_EQUAL(listfile_close(lf, MPI_COMM_WORLD, &st), XJ_OK);
+	} else {
+		CU_ASSERT_PTR_NULL(lf);
+	}
+	return rc;
+}
+
+static void test_lists_round_trip(void)
+{
+	char path[512];
+	float key[LROWS * LK];
+	int64_t idx[LROWS * LK];
+	listfile *lf;
+	xj_status st;
+
+	path_of(path, sizeof(path), "out.h5.progress.1");
+	write_lists(path, 7);
+	CU_ASSERT_EQUAL_FATAL(listfile_open(MPI_COMM_WORLD, path, LK, LROWS, 7,
+					    &lf, &st), XJ_OK);
+	/* every rank reads all of it back, in two uneven slabs */
+	poison(key, LROWS * LK);
+	for (int i = 0; i < LROWS * LK; i++)
+		idx[i] = 0x7f7f7f7f7f7f7f7fll;
+	CU_ASSERT_EQUAL(listfile_read(lf, 0, 13, key, idx, &st), XJ_OK);
+	CU_ASSERT_EQUAL(listfile_read(lf, 13, LROWS - 13, key + 13 * LK,
+				      idx + 13 * LK, &st), XJ_OK);
+	for (int64_t i = 0; i < LROWS * LK; i++) {
+		CU_ASSERT_EQUAL(key[i], list_key(i / LK, i % LK));
+		CU_ASSERT_EQUAL(idx[i], list_idx(i / LK, i % LK));
+	}
+	CU_ASSERT_EQUAL(listfile_read(lf, LROWS - 1, 0, key, idx, &st), XJ_OK);
+	/* past the end: refused, not read */
+	CU_ASSERT_EQUAL(listfile_read(lf, LROWS - 2, 3, key, idx, &st),
+			XJ_EXIT_INTERNAL);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(listfile_close(lf, MPI_COMM_WORLD, &st), XJ_OK);
+	/* a longer file of the same name is cut to the new size */
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (g_rank == 0) {
+		FILE *f = fopen(path, "a");
+
+		fputs("a tail from an older, longer snapshot", f);
+		fclose(f);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	write_lists(path, 8);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS, 8, NULL), XJ_OK);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (g_rank == 0)
+		unlink(path);
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A file the record does not describe is refused, saying why: another
+ * generation (the other slot's, or one whose write was cut short), other
+ * shapes, a cut file, no lists file at all, no file. */
+static void test_lists_refused(void)
+{
+	char path[512];
+
+	path_of(path, sizeof(path), "lists.0");
+	write_lists(path, 3);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS, 4, "generation 3; the "
+				   "record names 41 of 6, generation 4"),
+			XJ_EXIT_INPUT);
+	CU_ASSERT_EQUAL(open_lists(path, LK + 1, LROWS, 3, "holds 41 lists "
+				   "of 6"), XJ_EXIT_INPUT);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS - 1, 3, "holds 41"),
+			XJ_EXIT_INPUT);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (g_rank == 0)
+		CU_ASSERT_EQUAL(truncate(path, 64 + LROWS * LK * 12 - 1), 0);
+	MPI_Barrier(MPI_COMM_WORLD);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS, 3, "bytes, expected"),
+			XJ_EXIT_INPUT);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (g_rank == 0) {
+		FILE *f = fopen(path, "w");
+
+		fputs("[xjoin]\nformat = 2\n", f);
+		fclose(f);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS, 3, "not a lists file"),
+			XJ_EXIT_INPUT);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (g_rank == 0)
+		unlink(path);
+	MPI_Barrier(MPI_COMM_WORLD);
+	CU_ASSERT_EQUAL(open_lists(path, LK, LROWS, 3, "cannot open"),
+			XJ_EXIT_INPUT);
+}
+
+/* A folder that does not exist: the write fails on every rank alike. */
+static void test_lists_unwritable(void)
+{
+	float key[LK] = { 0 };
+	int64_t idx[LK] = { 0 };
+	xj_status st;
+
+	CU_ASSERT_EQUAL(listfile_write(MPI_COMM_WORLD, "/proc/xj-none/lists.0",
+				       LK, 1, 1, 0, g_rank == 0, key, idx,
+				       &st), XJ_EXIT_RESOURCE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "/proc/xj-none/lists.0"));
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -1234,6 +1392,9 @@ int main(int argc, char **argv)
 		{ "bad output folder", test_bad_folder },
 		{ "abort", test_abort },
 		{ "error agreement", test_agreement },
+		{ "lists round trip", test_lists_round_trip },
+		{ "lists refused", test_lists_refused },
+		{ "lists unwritable", test_lists_unwritable },
 	};
 	unsigned failures, total;
 	CU_pSuite suite;
