@@ -1,4 +1,5 @@
-/* driver.c: read slabs -> backend -> merge -> write (see driver.h). */
+/* driver.c: validation, progress and the full matrix (see driver.h); the
+ * top-k rounds are in driver_topk.c. */
 #include "driver.h"
 
 #include <inttypes.h>
@@ -6,14 +7,13 @@
 #include <string.h>
 
 #include "../kernels/metric.h"
-#include "../kernels/topk.h"
-#include "device.h"
+#include "driver_int.h"
 #include "guard.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static void *alloc_or_fail(size_t count, size_t size, const char *what,
-			   xj_status *st)
+void *driver_alloc(size_t count, size_t size, const char *what,
+		   xj_status *st)
 {
 	void *p = malloc((count ? count : 1) * size);
 
@@ -67,10 +67,7 @@ static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 	return st->code;
 }
 
-/* Until guard_end, a crash inside HDF5 on this input ends the rank with
- * a message (guard.h); the partial output goes too unless it holds an
- * earlier run's work. */
-static void guard_input(const xj_run *run, const h5in_info *info)
+void driver_guard_input(const xj_run *run, const h5in_info *info)
 {
 	char what[XJ_PATH_MAX + XJ_NAME_MAX + 2], partial[XJ_PATH_MAX + 16];
 
@@ -173,10 +170,10 @@ int driver_validate(xj_run *run, xj_status *st)
 	b0 += v->b0;
 	slab = slab > run->pl.qchunk_rows ? slab : run->pl.qchunk_rows;
 	if (!res)
-		buf = alloc_or_fail((size_t)(slab * d), sizeof(float),
-				    "validation", st);
+		buf = driver_alloc((size_t)(slab * d), sizeof(float),
+				   "validation", st);
 	bad = 0;
-	guard_input(run, &run->qinfo);
+	driver_guard_input(run, &run->qinfo);
 	if (res)
 		validate_range(&run->qinfo, m, v->q0, v->qrows, slab, NULL,
 			       run->resq, q0, q0 + qn, &bad, &fp[0], st);
@@ -185,7 +182,7 @@ int driver_validate(xj_run *run, xj_status *st)
 			       q0 + qn, &bad, &fp[0], st);
 	guard_end();
 	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
-		guard_input(run, &run->binfo);
+		driver_guard_input(run, &run->binfo);
 		if (res)
 			validate_range(&run->binfo, m, v->b0, v->brows, slab,
 				       NULL, run->resb, b0, b0 + bn, &bad,
@@ -202,9 +199,7 @@ int driver_validate(xj_run *run, xj_status *st)
 	return st->code;
 }
 
-/* Rows [row0, row0+rows) of an input: a view into the resident copy, or
- * read (and checked) into buf. */
-static const float *input_rows(xj_run *run, h5in *in, int base,
+const float *driver_input_rows(xj_run *run, h5in *in, int base,
 			       int64_t row0, int64_t rows, float *buf,
 			       xj_status *st)
 {
@@ -215,7 +210,7 @@ static const float *input_rows(xj_run *run, h5in *in, int base,
 
 	if (res)
 		return res + (row0 - (base ? v->b0 : v->q0)) * run->job->d;
-	guard_input(run, info);
+	driver_guard_input(run, info);
 	rc = read_rows(in, info, run->job->metric, row0, rows, buf, st);
 	guard_end();
 	return rc ? NULL : buf;
@@ -223,9 +218,7 @@ static const float *input_rows(xj_run *run, h5in *in, int base,
 
 /* ---- progress --------------------------------------------------------- */
 
-/* Query round r of every grid row is written: its rows are final. Every
- * rank adds the same spans, so every rank holds the same record. */
-static int progress_round(xj_run *run, int64_t r, xj_status *st)
+int driver_round_done(xj_run *run, int64_t r, xj_status *st)
 {
 	int64_t qc = run->pl.qchunk_rows;
 
@@ -269,8 +262,7 @@ int driver_checkpoint(xj_run *run, int now, xj_status *st)
 	return st->code;
 }
 
-/* A query chunk whose rows an earlier run finished is skipped. */
-static int64_t rows_to_do(const xj_run *run, int64_t q0, int64_t qrows)
+int64_t driver_rows_to_do(const xj_run *run, int64_t q0, int64_t qrows)
 {
 	return spans_covers(&run->prog.rec.done, q0, q0 + qrows) ? 0 : qrows;
 }
@@ -285,179 +277,25 @@ int64_t driver_chunks_todo(const xj_run *run)
 	for (int64_t r = 0; r < v->nqchunks; r++) {
 		int64_t q0 = v->q0 + r * qc;
 
-		rounds += rows_to_do(run, q0, min64(qc, v->q0 + v->qrows - q0))
-			  > 0;
+		rounds += driver_rows_to_do(run, q0, min64(qc, v->q0 +
+							    v->qrows - q0)) > 0;
 	}
 	return rounds * v->nbchunks;
 }
 
-/* ---- top-k ------------------------------------------------------------ */
-
-typedef struct topk_bufs {
-	float *q, *b;           /* chunks as read */
-	float *key;             /* local lists, qchunk x k */
-	int64_t *idx;
-	float *mkey;            /* merged lists of my part */
-	int64_t *midx;
-	float *dist;            /* output values of my part */
-} topk_bufs;
-
-static int topk_alloc(const xj_run *run, topk_bufs *b, xj_status *st)
-{
-	int64_t d = run->job->d, k = run->job->k, qc = run->pl.qchunk_rows;
-	int64_t part = qc / run->pl.pc + 1;
-	/* read buffers; inputs kept in memory need none */
-	int64_t qread = run->resq ? 0 : qc, bread = run->resq ? 0 :
-			run->pl.bchunk_rows;
-
-	memset(b, 0, sizeof(*b));
-	b->q = alloc_or_fail((size_t)(qread * d), sizeof(float), "queries", st);
-	b->b = alloc_or_fail((size_t)(bread * d), sizeof(float), "base rows",
-			     st);
-	b->key = alloc_or_fail((size_t)(qc * k), sizeof(float), "k-lists", st);
-	b->idx = alloc_or_fail((size_t)(qc * k), sizeof(int64_t), "k-lists",
-			       st);
-	b->mkey = alloc_or_fail((size_t)(part * k), sizeof(float), "merge", st);
-	b->midx = alloc_or_fail((size_t)(part * k), sizeof(int64_t), "merge",
-				st);
-	b->dist = alloc_or_fail((size_t)(part * k), sizeof(float), "output",
-				st);
-	return st->code;
-}
-
-static void topk_free(topk_bufs *b)
-{
-	free(b->q);
-	free(b->b);
-	free(b->key);
-	free(b->idx);
-	free(b->mkey);
-	free(b->midx);
-	free(b->dist);
-}
-
-/* Local k-lists of query rows [q0, q0+qrows) against my base shard. */
-static int topk_local(xj_run *run, h5in *qin, h5in *bin, int64_t q0,
-		      int64_t qrows, topk_bufs *b, int merged, xj_status *st)
-{
-	const plan_rank_view *v = &run->view;
-	int64_t d = run->job->d, bc = run->pl.bchunk_rows;
-	xj_backend *be = run->be;
-	double t0 = report_now();
-	xj_rows q = { NULL, qrows, d, q0, 0 };
-
-	q.x = input_rows(run, qin, 0, q0, qrows, b->q, st);
-	if (!q.x)
-		return st->code;
-	report_add(run->rep, PH_READ, &t0);
-	if (be->topk_begin(be, &q, st))
-		return st->code;
-	for (int64_t r = v->b0; r < v->b0 + v->brows; r += bc) {
-		xj_rows br = { NULL, min64(bc, v->b0 + v->brows - r), d, r, 0 };
-
-		br.x = input_rows(run, bin, 1, r, br.rows, b->b, st);
-		if (!br.x)
-			return st->code;
-		report_add(run->rep, PH_READ, &t0);
-		if (be->topk_add(be, &br, st))
-			return st->code;
-		if (comm_interrupted())
-			return XJ_OK;   /* comm_agree reports it to all ranks */
-		run->rep->gemm_flops = be->gemm_flops;
-		report_add(run->rep, PH_COMPUTE, &t0);
-		report_progress(run->rep, run->comm);
-	}
-	/* a device transport merges the lists where they are (the
-	 * backend's topk_end_merged, in driver_topk) */
-	if (!merged)
-		be->topk_end(be, b->key, b->idx, st);
-	report_add(run->rep, PH_COMPUTE, &t0);
-	return st->code;
-}
-
-static int open_inputs(xj_run *run, h5in **qin, h5in **bin, xj_status *st)
+int driver_open_inputs(xj_run *run, h5in **qin, h5in **bin,
+		       xj_status *st)
 {
 	*qin = *bin = NULL;
 	if (run->resq)
 		return XJ_OK;   /* everything is in memory */
-	guard_input(run, &run->qinfo);
+	driver_guard_input(run, &run->qinfo);
 	if (run->view.qrows)
 		h5in_open(&run->qinfo, qin, st);
-	guard_input(run, &run->binfo);
+	driver_guard_input(run, &run->binfo);
 	if (!st->code && run->view.qrows && run->view.brows)
 		h5in_open(&run->binfo, bin, st);
 	guard_end();
-	return st->code;
-}
-
-int driver_topk(xj_run *run, xj_status *st)
-{
-	const plan_rank_view *v = &run->view;
-	int64_t k = run->job->k, qc = run->pl.qchunk_rows;
-	xj_transport tr;
-	topk_bufs b;
-	h5in *qin = NULL, *bin = NULL;
-	int slot_idx, slot_dist, merged;
-
-	device_transport_open(run->comm, run->dev, &tr, st);
-	merged = device_transport_is_device(&tr) &&
-		 run->be->topk_end_merged != NULL;
-	topk_alloc(run, &b, st);
-	if (!st->code)
-		open_inputs(run, &qin, &bin, st);
-	if (comm_agree(run->comm, st))
-		goto out;
-	if (h5out_add_dataset(run->out, "neighbors", H5OUT_I64, run->job->n, k,
-			      0, &slot_idx, st) ||
-	    h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n, k,
-			      0, &slot_dist, st))
-		goto out;
-	for (int64_t round = 0; round < run->pl.qrounds; round++) {
-		int64_t q0 = v->q0 + round * qc, part0 = 0, nrows = 0;
-		int64_t qrows = round < v->nqchunks ?
-				min64(qc, v->q0 + v->qrows - q0) : 0;
-		double t0;
-
-		qrows = rows_to_do(run, q0, qrows);
-		if (qrows)
-			topk_local(run, qin, bin, q0, qrows, &b, merged, st);
-		if (comm_agree(run->comm, st))
-			break;
-		t0 = report_now();
-		/* my whole grid row has the same query block, so all its
-		 * ranks take part in this exchange or none does */
-		if (qrows && merged)
-			run->be->topk_end_merged(run->be, &tr, b.mkey, b.midx,
-						 &part0, &nrows, st);
-		else if (qrows)
-			exchange_topk_reduce_scatter(&tr, qrows, k, b.key,
-						     b.idx, b.mkey, b.midx,
-						     &part0, &nrows, st);
-		if (qrows)
-			report_merge(run->rep, qrows, k, tr.size, tr.rank);
-		for (int64_t i = 0; i < nrows * k; i++)
-			b.dist[i] = metric_key_to_value(run->job->metric,
-							 b.mkey[i]);
-		report_add(run->rep, PH_MERGE, &t0);
-		if (comm_agree(run->comm, st))
-			break;
-		if (h5out_write(run->out, slot_idx, q0 + part0, nrows, 0, k,
-				b.midx, st) ||
-		    h5out_write(run->out, slot_dist, q0 + part0, nrows, 0, k,
-				b.dist, st))
-			break;
-		report_add(run->rep, PH_WRITE, &t0);
-		if (progress_round(run, round, st) ||
-		    driver_checkpoint(run, 0, st))
-			break;
-	}
-out:
-	device_transport_close(&tr);
-	if (qin)
-		h5in_close(qin);
-	if (bin)
-		h5in_close(bin);
-	topk_free(&b);
 	return st->code;
 }
 
@@ -480,7 +318,7 @@ static int matrix_put(xj_run *run, int slot, const mblock *k, xj_status *st)
 			k->brows, k->out, st))
 		return st->code;
 	report_add(run->rep, PH_WRITE, &t0);
-	if (k->last && (progress_round(run, k->round, st) ||
+	if (k->last && (driver_round_done(run, k->round, st) ||
 			driver_checkpoint(run, 0, st)))
 		return st->code;
 	return XJ_OK;
@@ -523,14 +361,14 @@ int driver_matrix(xj_run *run, xj_status *st)
 	int slot, queued = 0, pending = 0;
 
 	/* inputs in memory need no read buffers */
-	q = alloc_or_fail((size_t)(run->resq ? 0 : qc * d), sizeof(float),
-			  "queries", st);
-	b = alloc_or_fail((size_t)(run->resq ? 0 : bc * d), sizeof(float),
-			  "base rows", st);
+	q = driver_alloc((size_t)(run->resq ? 0 : qc * d), sizeof(float),
+			 "queries", st);
+	b = driver_alloc((size_t)(run->resq ? 0 : bc * d), sizeof(float),
+			 "base rows", st);
 	for (int i = 0; i < nbuf && !st->code; i++)
 		blk[i] = be->block_alloc(be, qc * bc, st);
 	if (!st->code)
-		open_inputs(run, &qin, &bin, st);
+		driver_open_inputs(run, &qin, &bin, st);
 	if (comm_agree(run->comm, st))
 		goto out;
 	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n,
@@ -543,10 +381,10 @@ int driver_matrix(xj_run *run, xj_status *st)
 		double t0 = report_now();
 		xj_rows qx = { NULL, 0, d, q0, 0 };
 
-		qx.rows = qrows = rows_to_do(run, q0, qrows);
+		qx.rows = qrows = driver_rows_to_do(run, q0, qrows);
 		qx.tag = (uint64_t)qr + 1;   /* the same rows for every block */
 		if (qrows && v->brows)
-			qx.x = input_rows(run, qin, 0, q0, qrows, q, st);
+			qx.x = driver_input_rows(run, qin, 0, q0, qrows, q, st);
 		report_add(run->rep, PH_READ, &t0);
 		for (int64_t br = 0; br < run->pl.brounds; br++) {
 			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
@@ -558,7 +396,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 				cur.brows = min64(bc, v->b0 + v->brows - cur.b0);
 			if (!st->code && cur.brows) {
 				bx.rows = cur.brows;
-				bx.x = input_rows(run, bin, 1, cur.b0,
+				bx.x = driver_input_rows(run, bin, 1, cur.b0,
 						  cur.brows, b, st);
 				report_add(run->rep, PH_READ, &t0);
 				if (bx.x && !be->matrix_start(be, &qx, &bx,
