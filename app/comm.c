@@ -124,6 +124,11 @@ int comm_agree(xj_comm *c, xj_status *st)
 		xj_fail(st, XJ_EXIT_INTERRUPTED, "interrupted by signal %d "
 			"(%s) on %s", (int)caught_signal,
 			strsignal(caught_signal), c->host);
+	return comm_agree_errors(c, st);
+}
+
+int comm_agree_errors(xj_comm *c, xj_status *st)
+{
 	int in[2] = { st->code, st->code ? c->rank : c->nranks };
 	int code, first;
 

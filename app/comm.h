@@ -2,6 +2,7 @@
  * comm.h: ranks, their grid, error agreement, and the top-k merge.
  *
  * defines: xj_comm, comm_init, comm_grid, comm_release, comm_agree,
+ *          comm_agree_errors,
  *          comm_mpi_transport, comm_row_group, MPI_CHECK, xj_abort,
  *          xj_log0
  *
@@ -65,6 +66,9 @@ int comm_interrupted(void);
  * phase so one rank's error never leaves the others waiting. A caught
  * signal counts as an error of this rank. */
 int comm_agree(xj_comm *c, xj_status *st);
+/* As comm_agree, but a caught signal is left to the next comm_agree: for
+ * steps that must finish once begun, such as recording progress. */
+int comm_agree_errors(xj_comm *c, xj_status *st);
 
 /* MPI transport over *comm (host buffers); *comm must outlive t. */
 void comm_mpi_transport(const MPI_Comm *comm, xj_transport *t);

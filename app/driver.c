@@ -220,6 +220,7 @@ const float *driver_input_rows(xj_run *run, h5in *in, int base,
 
 int driver_round_done(xj_run *run, int64_t r, xj_status *st)
 {
+	xj_progress *p = &run->prog;
 	int64_t qc = run->pl.qchunk_rows;
 
 	for (int i = 0; i < run->pl.pr; i++) {
@@ -227,10 +228,14 @@ int driver_round_done(xj_run *run, int64_t r, xj_status *st)
 
 		plan_rank(&run->pin, &run->pl, i * run->pl.pc, &w);
 		if (r < w.nqchunks &&
-		    spans_add(&run->prog.rec.done, w.q0 + r * qc,
+		    spans_add(&p->rec.done, w.q0 + r * qc,
 			      min64(w.q0 + (r + 1) * qc, w.q0 + w.qrows), st))
 			return st->code;
 	}
+	/* lists of final rows are of no use: the next record drops them
+	 * (its lists file stays until a snapshot replaces it) */
+	if (resume_inround_done(&p->rec.inround, &p->rec.done))
+		resume_inround_clear(&p->rec.inround);
 	return XJ_OK;
 }
 
@@ -255,8 +260,12 @@ int driver_checkpoint(xj_run *run, int now, xj_status *st)
 		p->saved = 1;
 	MPI_CHECK(MPI_Bcast(st, sizeof(*st), MPI_BYTE, 0, c->world));
 	MPI_CHECK(MPI_Bcast(&p->saved, 1, MPI_INT, 0, c->world));
-	if (!st->code)      /* every rank holds the same spans */
+	if (!st->code) {    /* every rank holds the same spans */
 		p->saved_rows = spans_rows(&p->rec.done);
+		p->saved_held = p->rec.inround.valid ?
+				spans_rows(&p->rec.inround.rows) : 0;
+		p->saved_folded = spans_rows(&p->rec.inround.base);
+	}
 	p->last_save_s = report_now();
 	report_add(run->rep, PH_WRITE, &t0);
 	return st->code;

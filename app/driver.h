@@ -19,7 +19,10 @@
  * join run->prog.rec.done on every rank alike; at most every
  * --checkpoint-seconds (rank 0 decides for all) the output is flushed and
  * rank 0 saves the record. A resumed run skips every query chunk whose
- * rows are all done.
+ * rows are all done. Inside a top-k round the ranks agree every few base
+ * chunks whether to stop (a signal) or to record the round's running
+ * lists (app/snapshot.h), so an interrupted or killed round continues
+ * from there instead of starting over.
  */
 #ifndef XJ_DRIVER_H
 #define XJ_DRIVER_H
@@ -40,6 +43,12 @@ typedef struct xj_progress {
 	int fingerprinted;      /* rec's fingerprints are known */
 	int saved;              /* a record of this output is on disk */
 	int64_t saved_rows;     /* the query rows that record names */
+	int64_t saved_held;     /* and those whose running lists it names */
+	int64_t saved_folded;   /* the base rows folded into them */
+	int lists_slot;         /* the saved record's lists file: 0, 1, or -1
+				 * (none); a snapshot goes into the other */
+	int64_t lists_generation;   /* the last snapshot's */
+	int lists_written;      /* this run wrote a lists file */
 	double last_save_s;
 	char path[XJ_PATH_MAX + 16];
 } xj_progress;

@@ -41,6 +41,7 @@
 #include "plan.h"
 #include "report.h"
 #include "resume.h"
+#include "snapshot.h"
 #include "version.h"
 #include "watch.h"
 
@@ -191,6 +192,17 @@ static void lost_note_clear(const xj_job *job, int resuming)
 	unlink(path);
 }
 
+/* ", and the lists of H more hold F of M base rows": the recorded
+ * round in progress, for messages ("" when none is recorded). */
+static void inround_text(int64_t held, int64_t folded, int64_t m,
+			 char *buf, size_t size)
+{
+	buf[0] = '\0';
+	if (held)
+		snprintf(buf, size, ", and the lists of %" PRId64 " more hold %"
+			 PRId64 " of %" PRId64 " base rows", held, folded, m);
+}
+
 /* Rank 0, after the inputs are resolved: is there an interrupted run of
  * this output, and may this run continue it? A fresh run checks that its
  * output fits (a resumed one holds its room already). */
@@ -198,8 +210,10 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 {
 	xj_progress *p = &run->prog;
 	resume_record *old = &p->old;
+	char more[160];
 
 	resume_path(job->output, p->path, sizeof(p->path));
+	p->lists_slot = -1;
 	if (resume_fill(&p->rec, job, &run->qinfo, &run->binfo, st))
 		return st->code;
 	if (access(p->path, F_OK) != 0) {
@@ -207,6 +221,7 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 			fprintf(stderr, "xjoin: --resume: no interrupted run of "
 				"%s (no %s): starting fresh\n", job->output,
 				p->path);
+		snapshot_remove(p);   /* lists no record names */
 		if (check_output_room(job, st) == XJ_OK)
 			lost_note_clear(job, 0);
 		return st->code;
@@ -216,6 +231,7 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 		if (unlink(p->path) != 0)
 			return xj_fail(st, XJ_EXIT_RESOURCE, "cannot remove "
 				       "%s: %s", p->path, strerror(errno));
+		snapshot_remove(p);
 		if (check_output_room(job, st) == XJ_OK)
 			lost_note_clear(job, 0);
 		return st->code;
@@ -234,42 +250,78 @@ static int progress_start(const xj_job *job, xj_run *run, xj_status *st)
 	p->resuming = 1;
 	p->saved = 1;
 	p->saved_rows = spans_rows(&old->done);
+	if (old->inround.valid) {
+		p->lists_slot = old->inround.slot;
+		p->lists_generation = old->inround.generation;
+		p->saved_held = spans_rows(&old->inround.rows);
+		p->saved_folded = spans_rows(&old->inround.base);
+	}
+	inround_text(p->saved_held, p->saved_folded, job->m, more,
+		     sizeof(more));
 	fprintf(stderr, "xjoin: --resume: %" PRId64 " of %" PRId64 " query "
-		"rows were done by %" PRId64 " earlier run(s); continuing\n",
-		spans_rows(&old->done), job->n, old->runs);
+		"rows were done by %" PRId64 " earlier run(s)%s; continuing\n",
+		spans_rows(&old->done), job->n, old->runs, more);
 	lost_note_clear(job, 1);
 	return XJ_OK;
+}
+
+/* Rank 0's spans to every rank: the count, then the spans. */
+static void spans_share(xj_spans *sp, const xj_comm *c)
+{
+	int64_t n = sp->n;
+
+	MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT64_T, 0, c->world));
+	if (c->rank != 0) {
+		memset(sp, 0, sizeof(*sp));
+		if (n && !(sp->s = malloc((size_t)n * sizeof(sp->s[0]))))
+			xj_abort(XJ_EXIT_RESOURCE, "out of memory for %" PRId64
+				 " progress spans", n);
+		sp->n = sp->cap = n;
+	}
+	if (n)
+		MPI_CHECK(MPI_Bcast(sp->s, (int)(2 * n), MPI_INT64_T, 0,
+				    c->world));
 }
 
 /* Rank 0's records to every rank; the spans travel after the struct. */
 static void progress_share(xj_progress *p, const xj_comm *c)
 {
-	xj_spans done = p->old.done;
-	int64_t n;
-
 	MPI_CHECK(MPI_Bcast(p, sizeof(*p), MPI_BYTE, 0, c->world));
-	memset(&p->rec.done, 0, sizeof(p->rec.done));   /* empty until run */
-	n = p->old.done.n;
-	if (c->rank != 0) {
-		memset(&done, 0, sizeof(done));
-		if (n && !(done.s = malloc((size_t)n * sizeof(done.s[0]))))
-			xj_abort(XJ_EXIT_RESOURCE, "out of memory for %" PRId64
-				 " progress spans", n);
-		done.n = done.cap = n;
-	}
-	p->old.done = done;
-	if (n)
-		MPI_CHECK(MPI_Bcast(done.s, (int)(2 * n), MPI_INT64_T, 0,
-				    c->world));
+	/* empty until run; the pointers are rank 0's */
+	memset(&p->rec.done, 0, sizeof(p->rec.done));
+	memset(&p->rec.inround, 0, sizeof(p->rec.inround));
+	spans_share(&p->old.done, c);
+	spans_share(&p->old.inround.rows, c);
+	spans_share(&p->old.inround.base, c);
 }
 
+/* The record this run saves starts as the interrupted run's: its rows
+ * done and its round in progress. */
 static int progress_copy_done(xj_progress *p, xj_status *st)
 {
+	const resume_inround *o = &p->old.inround;
+	resume_inround *in = &p->rec.inround;
+
 	for (int64_t i = 0; i < p->old.done.n; i++)
 		if (spans_add(&p->rec.done, p->old.done.s[i][0],
 			      p->old.done.s[i][1], st))
 			return st->code;
+	if (!o->valid)
+		return XJ_OK;
+	in->valid = 1;
+	in->slot = o->slot;
+	in->generation = o->generation;
+	in->hash = o->hash;
+	if (spans_copy(&in->rows, &o->rows, st) ||
+	    spans_copy(&in->base, &o->base, st))
+		return st->code;
 	return XJ_OK;
+}
+
+static void progress_free(xj_progress *p)
+{
+	resume_free(&p->rec);
+	resume_free(&p->old);
 }
 
 /* A failed run keeps its partial output and record when they hold work:
@@ -279,6 +331,7 @@ static int progress_keep(xj_run *run, xj_status *st)
 {
 	xj_progress *p = &run->prog;
 	xj_status ck;
+	char more[160];
 	size_t len;
 
 	if (!run->out)
@@ -293,12 +346,14 @@ static int progress_keep(xj_run *run, xj_status *st)
 	/* the agreed message names the signal; add what was kept (the
 	 * paths are short enough in practice; a long one is cut) */
 	len = strlen(st->msg);
+	inround_text(p->saved_held, p->saved_folded, run->job->m, more,
+		     sizeof(more));
 	if (len < sizeof(st->msg) - 1)
 		snprintf(st->msg + len, sizeof(st->msg) - len, "; %" PRId64
-			 " of %" PRId64 " query rows are done, kept in "
+			 " of %" PRId64 " query rows are done%s, kept in "
 			 "%.400s.partial and %.400s: run the same command with "
 			 "--resume to continue", p->saved_rows, run->job->n,
-			 run->job->output, p->path);
+			 more, run->job->output, p->path);
 	return 1;
 }
 
@@ -494,20 +549,24 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	}
 	if (c->rank == 0 && run.prog.saved)
 		unlink(run.prog.path);   /* the result is complete */
+	if (c->rank == 0 && (run.prog.saved || run.prog.lists_written))
+		snapshot_remove(&run.prog);
 	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
 	run.be->release(run.be);
 	driver_release(&run);
-	spans_free(&run.prog.rec.done);
-	spans_free(&run.prog.old.done);
+	progress_free(&run.prog);
 	return XJ_OK;
 fail:
-	if (!progress_keep(&run, st))
+	if (!progress_keep(&run, st)) {
 		h5out_abort(run.out);
+		/* no record names them */
+		if (c->rank == 0 && run.prog.lists_written)
+			snapshot_remove(&run.prog);
+	}
 	if (run.be)
 		run.be->release(run.be);
 	driver_release(&run);
-	spans_free(&run.prog.rec.done);
-	spans_free(&run.prog.old.done);
+	progress_free(&run.prog);
 	return st->code;
 }
 
