@@ -106,8 +106,34 @@ static void spans_text(char *buf, size_t size, const xj_spans *sp)
 		snprintf(buf, size, "none");
 }
 
-static void table_record(struct table *t, const resume_record *r)
+/* The round in progress: what its lists hold, and where. */
+static void table_inround(struct table *t, const struct unfinished *u)
 {
+	const resume_inround *in = &u->rec.inround;
+	int64_t held = spans_rows(&in->rows), folded = spans_rows(&in->base);
+	char text[INSPECT_ROW_MAX];
+
+	if (!in->valid) {
+		inspect_table_kv(t, "round in progress", "none recorded");
+		return;
+	}
+	inspect_table_kv(t, "round in progress", "lists of %" PRId64 " query "
+			 "rows over %" PRId64 " of %" PRId64 " base rows "
+			 "(%.1f%%)", held, folded, u->rec.b.rows,
+			 u->rec.b.rows ? 100.0 * (double)folded /
+			 (double)u->rec.b.rows : 0.0);
+	spans_text(text, sizeof(text), &in->rows);
+	inspect_table_kv(t, "its query rows", "%s", text);
+	spans_text(text, sizeof(text), &in->base);
+	inspect_table_kv(t, "base rows folded in", "%s", text);
+	resume_lists_path(u->progress, in->slot, text, sizeof(text));
+	inspect_table_kv(t, "lists file", "%s (generation %" PRId64 ")", text,
+			 in->generation);
+}
+
+static void table_record(struct table *t, const struct unfinished *u)
+{
+	const resume_record *r = &u->rec;
 	char text[INSPECT_ROW_MAX];
 	int64_t done = spans_rows(&r->done);
 	xj_metric m;
@@ -136,6 +162,7 @@ static void table_record(struct table *t, const resume_record *r)
 			 100.0 * (double)done / (double)r->q.rows : 0.0);
 	spans_text(text, sizeof(text), &r->done);
 	inspect_table_kv(t, "done spans", "%s", text);
+	table_inround(t, u);
 	inspect_table_kv(t, "runs so far", "%" PRId64, r->runs);
 }
 
@@ -159,7 +186,7 @@ static int text_unfinished(struct insp *in, struct unfinished *u,
 	inspect_table_kv(&t, "progress record", "%s",
 			 u->have_record ? u->progress : "none");
 	if (u->have_record)
-		table_record(&t, &u->rec);
+		table_record(&t, u);
 	if (inspect_table_done(in, &t, st))
 		return st->code;
 	if (u->have_record && u->partial_bytes >= 0)
@@ -190,6 +217,38 @@ static void json_input(FILE *f, const char *key, const resume_input *in)
 		in->cols, in->fingerprint);
 }
 
+static void json_spans(FILE *f, const xj_spans *sp)
+{
+	fputc('[', f);
+	for (int64_t i = 0; i < sp->n; i++)
+		fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "",
+			sp->s[i][0], sp->s[i][1]);
+	fputc(']', f);
+}
+
+static void json_inround(FILE *f, const struct unfinished *u)
+{
+	const resume_inround *in = &u->rec.inround;
+	char lists[XJ_PATH_MAX + 32];
+
+	fputs(",\n    \"inround\": ", f);
+	if (!in->valid) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"rows_held\": %" PRId64 ", \"rows\": ",
+		spans_rows(&in->rows));
+	json_spans(f, &in->rows);
+	fprintf(f, ", \"base_folded\": %" PRId64 ", \"base\": ",
+		spans_rows(&in->base));
+	json_spans(f, &in->base);
+	fprintf(f, ", \"slot\": %d, \"generation\": %" PRId64 ", "
+		"\"lists\": ", in->slot, in->generation);
+	resume_lists_path(u->progress, in->slot, lists, sizeof(lists));
+	inspect_json_str(f, lists);
+	fputc('}', f);
+}
+
 static void json_record(FILE *f, const struct unfinished *u)
 {
 	const resume_record *r = &u->rec;
@@ -209,12 +268,11 @@ static void json_record(FILE *f, const struct unfinished *u)
 	json_input(f, "query", &r->q);
 	json_input(f, "base", &r->b);
 	fprintf(f, "    \"rows_done\": %" PRId64 ", \"rows\": %" PRId64
-		", \"runs\": %" PRId64 ",\n    \"done\": [",
+		", \"runs\": %" PRId64 ",\n    \"done\": ",
 		spans_rows(&r->done), r->q.rows, r->runs);
-	for (int64_t i = 0; i < r->done.n; i++)
-		fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "",
-			r->done.s[i][0], r->done.s[i][1]);
-	fputs("]\n  },\n", f);
+	json_spans(f, &r->done);
+	json_inround(f, u);
+	fputs("\n  },\n", f);
 }
 
 static void json_unfinished(struct insp *in, const struct unfinished *u)
@@ -277,7 +335,7 @@ int inspect_unfinished(struct insp *in, const char *output,
 	else
 		text_unfinished(in, u, st);
 out:
-	spans_free(&u->rec.done);
+	resume_free(&u->rec);
 	free(u);
 	return st->code;
 }
