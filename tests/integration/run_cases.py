@@ -29,6 +29,9 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
                   file kept; --resume finishes it bit-identically
   resume          refused mismatches, SIGKILL of a rank, other rank
                   counts and chunks, changed inputs, matrix, --force
+  resume_inround  a one-round top-k job interrupted half way through the
+                  round: the resumed run computes only the rest, with the
+                  same bits; also on other rank counts (1 -> 2, 2 -> 3 -> 1)
   devices         `xjoin devices` lists every rank; --device gpu without
                   a GPU exits 4; --device auto and cpu agree bit for bit
   diskfull        the output's file system fills up mid-run (a tmpfs,
@@ -39,6 +42,7 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
 import argparse
 import concurrent.futures
 import gzip
+import json
 import os
 import re
 import shutil
@@ -987,19 +991,38 @@ def _progress_rows(path):
     return int(m.group(1)) if m else -1
 
 
+def _inround(path):
+    """(query rows held, base rows folded) of a record's round in
+    progress: (0, 0) when it has none or does not exist yet."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return 0, 0
+    held = re.search(r"^rows_held = (\d+)$", text, re.M)
+    folded = re.search(r"^base_folded = (\d+) of", text, re.M)
+    if not held or not folded:
+        return 0, 0
+    return int(held.group(1)), int(folded.group(1))
+
+
 def _file_bytes(path):
     with open(path, "rb") as fh:
         return fh.read()
 
 
-def _start_and_wait(ctx, nranks, argv, progress, more_than=0):
+def _start_and_wait(ctx, nranks, argv, progress, more_than=0, ready=None):
     """Start a run and return it once its progress record shows more than
-    more_than rows done, with its rank pids; None when it ended first."""
+    more_than rows done (or ready(progress) holds), with its rank pids;
+    None when it ended first."""
     print("[np%d] xjoin %s" % (nranks, " ".join(map(str, argv))), flush=True)
     p = ctx.start(nranks, argv)
     t0 = time.time()
+    if ready is None:
+        def ready(path):
+            return _progress_rows(path) > more_than
     while p.poll() is None and time.time() - t0 < 120:
-        if _progress_rows(progress) > more_than:
+        if ready(progress):
             kids = _children(p.pid)
             if len(kids) == nranks:
                 return p, kids
@@ -1230,6 +1253,203 @@ def _resume_matrix(ctx):
                       "(XJ_MATRIX_OVERLAP=1)")
     finally:
         del os.environ["XJ_MATRIX_OVERLAP"]
+
+
+INROUND_BASE = 400000
+INROUND_QUERIES = 10000
+
+
+def _left_behind(out):
+    """The progress files of out that exist."""
+    return [x for x in (out + ".partial", out + ".progress",
+                        out + ".progress.0", out + ".progress.1",
+                        out + ".progress.tmp") if os.path.exists(x)]
+
+
+def _report(path):
+    """(compute seconds, GEMM FLOPs) of a --report-json file."""
+    with open(path) as fh:
+        doc = json.load(fh)
+    return doc["phase_seconds"]["compute"], doc["gemm_flops"]
+
+
+def _ready_at(target, every_s):
+    """A _start_and_wait test: true once the record's lists hold target
+    base rows, or are due to by the rate of the first record (written
+    every_s after the run began computing, give or take its validation),
+    so that a short run is caught near target rather than at the next
+    record."""
+    first = {}
+
+    def ready(path):
+        folded = _inround(path)[1]
+        if folded >= target:
+            return True
+        if folded and not first:
+            first.update(t=time.time(), rows=folded)
+        return bool(first) and time.time() >= first["t"] + \
+            (target - first["rows"]) * every_s / first["rows"]
+    return ready
+
+
+def _interrupt_inround(ctx, nranks, argv, prog, ready, what):
+    """Run argv and SIGUSR1 its ranks once ready(prog): exit 5, no rows
+    done, the lists of every query row kept over some base rows, and the
+    message says so. Returns the recorded (rows held, base rows folded),
+    or None."""
+    p, kids = _start_and_wait(ctx, nranks, argv, prog, ready=ready)
+    if not p:
+        return None
+    for pid in kids:
+        os.kill(pid, signal.SIGUSR1)
+    rc, sout, serr, _ = _finish(ctx, p, "SIGUSR1, " + what)
+    held, folded = _inround(prog)
+    ok = ctx.check(rc == 5, "%s: exit %s, expected 5" % (what, rc))
+    ok &= ctx.check(_progress_rows(prog) == 0 and
+                    held == INROUND_QUERIES and folded > 0,
+                    "%s: record holds %d rows done, lists of %d rows over "
+                    "%d base rows; expected 0, %d, some"
+                    % (what, _progress_rows(prog), held, folded,
+                       INROUND_QUERIES))
+    ok &= ctx.check("and the lists of %d more hold %d of %d base rows"
+                    % (held, folded, INROUND_BASE) in serr,
+                    "%s: the message does not say what the lists hold"
+                    % what)
+    if not ok:
+        _dump(sout, serr)
+        return None
+    return held, folded
+
+
+def _resume_inround(ctx, nranks, argv, out, ref, rec, what, extra=()):
+    """--resume after _interrupt_inround: says it continues from the
+    lists, finishes bit-identical to ref and leaves no progress files."""
+    rc, sout, serr, _ = ctx.run(nranks, argv + ["--resume", "-o", out] +
+                                list(extra))
+    ok = ctx.check(rc == 0, "%s: exit %s" % (what, rc))
+    ok &= ctx.check("and the lists of %d more hold %d of %d base rows; "
+                    "continuing" % (rec[0], rec[1], INROUND_BASE) in serr,
+                    "%s: does not say it continues from the lists" % what)
+    ok &= ctx.check(ok and _same_results(ref, out),
+                    "%s: differs from the uninterrupted run" % what)
+    ok &= ctx.check(not _left_behind(out), "%s: left %s" %
+                    (what, _left_behind(out)))
+    if not ok:
+        _dump(sout, serr)
+    return ok
+
+
+def _same_layout(ctx, a, b, what):
+    """h5dump -H of two results: the same datasets and attributes."""
+    heads = []
+    for path in (a, b):
+        text = subprocess.run(["h5dump", "-H", path], capture_output=True,
+                              text=True).stdout
+        heads.append(text.split("\n", 1)[1] if text else "")
+    ctx.check(heads[0] and heads[0] == heads[1], "%s: h5dump -H of the "
+              "result differs from the uninterrupted run's" % what)
+
+
+def case_resume_inround(ctx, ranks):
+    """The queries fit one chunk, so a run has one round: interrupted
+    half way through it, the record holds every query row's lists over
+    the base rows folded in so far; the resumed run streams only the
+    rest (its compute phase at most 60% of an uninterrupted run's) and
+    writes the same bits and the same layout. Also resumed on other rank
+    counts (1 -> 2; 2 -> 3, interrupted again, -> 1), with a threshold and
+    self exclusion, and seen by xjoin inspect."""
+    f = ctx.path("in.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", INROUND_BASE, "--dim", 32,
+                          "--queries", INROUND_QUERIES, "--seed", 21, "-o",
+                          f], "gen input"):
+        return
+    ref, out = ctx.path("ref.h5"), ctx.path("out.h5")
+    job = ["topk", "-q", f, "-b", f, "-k", 10]
+    rc, sout, serr, _ = ctx.run(1, job + ["--report-json",
+                                          ctx.path("ref.json"), "-o", ref])
+    if not ctx.check(rc == 0 and re.search(r"query chunks \(max\) +\| +1 "
+                                           r"\|", sout),
+                     "uninterrupted run: exit %s, or not one round" % rc):
+        _dump(sout, serr)
+        return
+    argv = job + ["--checkpoint-seconds", 1]
+    # timings on a shared machine: a second try before calling it slow
+    for attempt in (1, 2):
+        slow = _inround_half_way(ctx, argv, out, ref, attempt)
+        if not slow:
+            break
+        if attempt == 2:
+            ctx.check(False, slow)
+    _inround_other_ranks(ctx, f)
+
+
+def _inround_half_way(ctx, argv, out, ref, attempt):
+    """Interrupt half way, inspect, resume: None, or the timing failure
+    (other failures are checked here)."""
+    prog = out + ".progress"
+    for x in [out] + _left_behind(out):
+        if os.path.exists(x):
+            os.unlink(x)
+    rec = _interrupt_inround(ctx, 1, argv + ["-o", out], prog,
+                             _ready_at(INROUND_BASE * 11 // 20, 1),
+                             "half way")
+    if not rec:
+        return None
+    rc, sout, serr, _ = ctx.run(1, ["inspect", out])
+    ctx.check(rc == 0 and re.search(
+        r"\| round in progress +\| lists of %d query rows over %d of %d "
+        r"base rows" % (rec[0], rec[1], INROUND_BASE), sout),
+        "inspect does not show the round in progress: exit %s" % rc)
+    if not _resume_inround(ctx, 1, argv, out, ref, rec, "resumed",
+                           ["--report-json", ctx.path("res.json")]):
+        return None
+    _same_layout(ctx, ref, out, "resumed")
+    (c0, f0), (c1, f1) = (_report(ctx.path("ref.json")),
+                          _report(ctx.path("res.json")))
+    print("  compute %.3f s uninterrupted, %.3f s resumed (%.0f%%); GEMM "
+          "%.3g and %.3g FLOP (%.0f%%); the lists held %d of %d base rows"
+          % (c0, c1, 100 * c1 / c0, f0, f1, 100 * f1 / f0, rec[1],
+             INROUND_BASE), flush=True)
+    ctx.check(f1 <= (1 - rec[1] / INROUND_BASE) * f0 * 1.001,
+              "the resumed run redid base rows the lists held")
+    if c1 <= 0.6 * c0:
+        return None
+    print("  (attempt %d: slower than expected)" % attempt, flush=True)
+    return ("the resumed run's compute phase took %.3f s, more than 60%% "
+            "of the uninterrupted %.3f s" % (c1, c0))
+
+
+def _inround_other_ranks(ctx, f):
+    """1 -> 2 ranks; 2 -> 3 ranks (interrupted again) -> 1 rank; cosine
+    with a threshold that leaves lists short, and --self."""
+    ref, out = ctx.path("ref2.h5"), ctx.path("out2.h5")
+    prog = out + ".progress"
+    job = ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine", "-t", 0.34,
+           "--self"]
+    argv = job + ["--checkpoint-seconds", 1]
+    if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted cosine run"):
+        return
+    rec = _interrupt_inround(ctx, 1, argv + ["-o", out], prog,
+                             _ready_at(INROUND_BASE // 3, 1), "one rank")
+    if not rec or not _resume_inround(ctx, 2, argv, out, ref, rec,
+                                      "1 -> 2 ranks"):
+        return
+    os.unlink(out)
+    # early, so that the resumed run has time for a record of its own
+    rec = _interrupt_inround(ctx, 2, argv + ["-o", out], prog,
+                             _ready_at(INROUND_BASE // 4, 1), "two ranks")
+    if not rec:
+        return
+    # resumed on three ranks and interrupted again, further on
+    before = rec[1]
+    rec = _interrupt_inround(ctx, 3, argv + ["--resume", "-o", out], prog,
+                             lambda path: _inround(path)[1] > before,
+                             "2 -> 3 ranks")
+    if rec and _resume_inround(ctx, 1, argv, out, ref, rec,
+                               "2 -> 3 -> 1 ranks"):
+        with h5py.File(out, "r") as fh:
+            ctx.check(int(fh.attrs["runs"]) == 3, "attribute runs = %s, "
+                      "expected 3" % fh.attrs.get("runs"))
 
 
 def _gpu_here():
@@ -1523,6 +1743,7 @@ CASES = {
     "gen": case_gen,
     "interrupt": case_interrupt,
     "resume": case_resume,
+    "resume_inround": case_resume_inround,
     "devices": case_devices,
     "diskfull": case_diskfull,
 }
