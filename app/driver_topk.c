@@ -47,7 +47,6 @@ typedef struct topk_bufs {
 	int64_t *aidx;
 	float *rkey;            /* one merged list */
 	int64_t *ridx;
-	float *dist;            /* output values of my part */
 } topk_bufs;
 
 /* Where a round stands on this rank. */
@@ -83,16 +82,14 @@ static int topk_alloc(const xj_run *run, topk_bufs *b, xj_status *st)
 	b->mkey = driver_alloc((size_t)(part * k), sizeof(float), "merge", st);
 	b->midx = driver_alloc((size_t)(part * k), sizeof(int64_t), "merge",
 			       st);
-	/* a part's lists more, within the plan's 4 lists per query row
-	 * (plan.h): the exchange's buffers are not held at the same time */
+	/* the plan's fourth list per query row (plan.h): the merged part's
+	 * values are written in place of its keys, so no more is needed */
 	b->akey = driver_alloc((size_t)(part * k), sizeof(float), "k-lists",
 			       st);
 	b->aidx = driver_alloc((size_t)(part * k), sizeof(int64_t), "k-lists",
 			       st);
 	b->rkey = driver_alloc((size_t)k, sizeof(float), "merge", st);
 	b->ridx = driver_alloc((size_t)k, sizeof(int64_t), "merge", st);
-	b->dist = driver_alloc((size_t)(part * k), sizeof(float), "output",
-			       st);
 	return st->code;
 }
 
@@ -108,7 +105,6 @@ static void topk_free(topk_bufs *b)
 	free(b->aidx);
 	free(b->rkey);
 	free(b->ridx);
-	free(b->dist);
 }
 
 /* ---- the plan's chunks, as every rank sees them ----------------------- */
@@ -453,18 +449,19 @@ static int round_stream(xj_run *run, h5in *qin, h5in *bin, topk_bufs *b,
 	return round_end_local(run, b, rs, merged, st);
 }
 
-/* Write my part of the round's final lists (collective). */
+/* Write my part of the round's final lists (collective); the keys become
+ * the metric's values in place. */
 static int round_write(xj_run *run, topk_bufs *b, const topk_round *rs,
 		       const int slot[2], xj_status *st)
 {
 	int64_t k = run->job->k, row0 = rs->q0 + rs->part0;
 
 	for (int64_t i = 0; i < rs->nrows * k; i++)
-		b->dist[i] = metric_key_to_value(run->job->metric, b->mkey[i]);
+		b->mkey[i] = metric_key_to_value(run->job->metric, b->mkey[i]);
 	if (comm_agree(run->comm, st) ||
 	    h5out_write(run->out, slot[0], row0, rs->nrows, 0, k, b->midx,
 			st) ||
-	    h5out_write(run->out, slot[1], row0, rs->nrows, 0, k, b->dist, st))
+	    h5out_write(run->out, slot[1], row0, rs->nrows, 0, k, b->mkey, st))
 		return st->code;
 	return XJ_OK;
 }

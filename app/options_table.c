@@ -96,8 +96,9 @@ const struct opt options_table[] = {
 	{ .name = "checkpoint-seconds", .kind = K_INT64,
 	  .offset = AT(checkpoint_s), .lo = 0, .hi = INT64_MAX,
 	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "S",
-	  .help = "record progress at most every S seconds (and\n"
-		  "always when interrupted); 0: after every chunk",
+	  .help = "record progress at most every S seconds, inside\n"
+		  "a top-k round too, and always when interrupted;\n"
+		  "0: after every query chunk",
 	  .def = "60" },
 	{ .name = "peer-timeout", .kind = K_INT64,
 	  .offset = AT(peer_timeout_s), .lo = 0, .hi = 86400,

@@ -19,8 +19,10 @@
  *   matrix: Q * (d*4*cq + B*4*nout)               + B * d*4*cb + work_fixed
  *
  * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
- * normalised copy) and 1 otherwise, 4*k*12 the local, sent, received and
- * merged k-lists (float key + int64 index per entry), work_* from the
+ * normalised copy) and 1 otherwise, 4*k*12 the local, received and merged
+ * k-lists (float key + int64 index per entry; the local ones are sent as
+ * they are) and those a round started from or last recorded (its
+ * progress, app/snapshot.h), work_* from the
  * backend, which must fit in the budget less a reserve of 1/8 (at most
  * 256 MiB) for library caches and allocator slack. B*4*nout are the
  * matrix's output blocks, nout = out_blocks: with 2, one is written while
