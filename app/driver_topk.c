@@ -137,22 +137,20 @@ static void grid_shard(const xj_run *run, int j, int64_t *b0, int64_t *b1)
  * every rank: it depends on the plan and the record only. */
 static int round_restores(const xj_run *run, int64_t r)
 {
-	int64_t (*chunks)[2], qrows;
-	int pr = run->pl.pr, yes;
+	const resume_inround *in = &run->prog.rec.inround;
+	int64_t chunk[1][2], qrows;
+	int any = 0;
 
-	if (!run->prog.rec.inround.valid)
-		return 0;
-	chunks = malloc((size_t)pr * sizeof(*chunks));
-	if (!chunks)
-		return 0;       /* starting over is always right */
-	for (int i = 0; i < pr; i++) {
-		grid_chunk(run, i, r, &chunks[i][0], &qrows);
-		chunks[i][1] = chunks[i][0] + qrows;
+	for (int i = 0; in->valid && i < run->pl.pr; i++) {
+		grid_chunk(run, i, r, &chunk[0][0], &qrows);
+		chunk[0][1] = chunk[0][0] + qrows;
+		if (!qrows)
+			continue;
+		if (!inround_restores(in, (const int64_t (*)[2])chunk, 1))
+			return 0;
+		any = 1;
 	}
-	yes = inround_restores(&run->prog.rec.inround,
-			       (const int64_t (*)[2])chunks, pr);
-	free(chunks);
-	return yes;
+	return any;
 }
 
 /* Pieces of the longest shard less skip, when some grid row has rows. */
@@ -224,6 +222,9 @@ static int64_t topk_units(const xj_run *run)
 static void round_open(xj_run *run, topk_bufs *b, const xj_transport *tr,
 		       int64_t r, topk_round *rs, xj_status *st)
 {
+	resume_inround *in = &run->prog.rec.inround;
+	xj_spans none = { 0 };
+	int restored = 0;
 	xj_status rd;
 
 	spans_free(&rs->skip);
@@ -233,21 +234,21 @@ static void round_open(xj_run *run, topk_bufs *b, const xj_transport *tr,
 	if (rs->qrows)
 		split_block(rs->qrows, tr->size, tr->rank, &rs->part0,
 			    &rs->nrows);
+	xj_ok(&rd);
 	if (round_restores(run, r)) {
-		xj_ok(&rd);
-		if (snapshot_read(run, rs->q0 + rs->part0, rs->nrows, b->akey,
-				  b->aidx, &rd)) {
-			if (run->comm->rank == 0)
-				fprintf(stderr, "xjoin: warning: %s: query "
-					"round %lld starts over\n", rd.msg,
-					(long long)r + 1);
-			resume_inround_clear(&run->prog.rec.inround);
-		} else if (!spans_copy(&rs->skip,
-				       &run->prog.rec.inround.base, st)) {
-			rs->acc = 1;
-		}
+		/* agreed: snapshot_read is collective */
+		restored = !snapshot_read(run, rs->q0 + rs->part0, rs->nrows,
+					  b->akey, b->aidx, &rd);
+		if (!restored && run->comm->rank == 0)
+			fprintf(stderr, "xjoin: warning: %s: query round %lld "
+				"starts over\n", rd.msg, (long long)r + 1);
+		if (!restored)
+			resume_inround_clear(in);
+		else
+			rs->acc = !spans_copy(&rs->skip, &in->base, st);
 	}
-	rs->pieces = round_pieces(run, r, &rs->skip);
+	/* from the record, not the copy: the same count on every rank */
+	rs->pieces = round_pieces(run, r, restored ? &in->base : &none);
 	rs->next_poll = 1;
 	rs->t_poll = report_now();
 }
