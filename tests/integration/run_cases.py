@@ -1256,7 +1256,7 @@ def _resume_matrix(ctx):
 
 
 INROUND_BASE = 400000
-INROUND_QUERIES = 10000
+INROUND_QUERIES = 10000     # the half-way case; the others have twice as many
 
 
 def _left_behind(out):
@@ -1304,13 +1304,17 @@ def _interrupt_inround(ctx, nranks, argv, prog, ready, what):
         os.kill(pid, signal.SIGUSR1)
     rc, sout, serr, _ = _finish(ctx, p, "SIGUSR1, " + what)
     held, folded = _inround(prog)
+    try:
+        with open(prog) as fh:
+            n = int(re.search(r"^rows_done = \d+ of (\d+)$", fh.read(),
+                              re.M).group(1))
+    except (OSError, AttributeError):
+        n = -1
     ok = ctx.check(rc == 5, "%s: exit %s, expected 5" % (what, rc))
-    ok &= ctx.check(_progress_rows(prog) == 0 and
-                    held == INROUND_QUERIES and folded > 0,
+    ok &= ctx.check(_progress_rows(prog) == 0 and held == n and folded > 0,
                     "%s: record holds %d rows done, lists of %d rows over "
-                    "%d base rows; expected 0, %d, some"
-                    % (what, _progress_rows(prog), held, folded,
-                       INROUND_QUERIES))
+                    "%d base rows; expected 0, all %d, some"
+                    % (what, _progress_rows(prog), held, folded, n))
     ok &= ctx.check("and the lists of %d more hold %d of %d base rows"
                     % (held, folded, INROUND_BASE) in serr,
                     "%s: the message does not say what the lists hold"
@@ -1380,7 +1384,7 @@ def case_resume_inround(ctx, ranks):
             break
         if attempt == 2:
             ctx.check(False, slow)
-    _inround_other_ranks(ctx, f)
+    _inround_other_ranks(ctx)
 
 
 def _inround_half_way(ctx, argv, out, ref, attempt):
@@ -1419,9 +1423,16 @@ def _inround_half_way(ctx, argv, out, ref, attempt):
             "of the uninterrupted %.3f s" % (c1, c0))
 
 
-def _inround_other_ranks(ctx, f):
+def _inround_other_ranks(ctx):
     """1 -> 2 ranks; 2 -> 3 ranks (interrupted again) -> 1 rank; cosine
-    with a threshold that leaves lists short, and --self."""
+    with a threshold that leaves lists short, and --self. Twice the
+    queries of the half-way case, so that a run resumed from an early
+    interrupt still has seconds of work when it records progress."""
+    f = ctx.path("in2.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", INROUND_BASE, "--dim", 32,
+                          "--queries", 2 * INROUND_QUERIES, "--seed", 22,
+                          "-o", f], "gen input"):
+        return
     ref, out = ctx.path("ref2.h5"), ctx.path("out2.h5")
     prog = out + ".progress"
     job = ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine", "-t", 0.34,
@@ -1435,9 +1446,10 @@ def _inround_other_ranks(ctx, f):
                                       "1 -> 2 ranks"):
         return
     os.unlink(out)
-    # early, so that the resumed run has time for a record of its own
+    # at its first record, so that the resumed run has time for one
     rec = _interrupt_inround(ctx, 2, argv + ["-o", out], prog,
-                             _ready_at(INROUND_BASE // 4, 1), "two ranks")
+                             lambda path: _inround(path)[1] > 0,
+                             "two ranks")
     if not rec:
         return
     # resumed on three ranks and interrupted again, further on
