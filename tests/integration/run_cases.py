@@ -1418,9 +1418,12 @@ def _inround_half_way(ctx, argv, out, ref, attempt):
               "the resumed run redid base rows the lists held")
     if c1 <= 0.6 * c0:
         return None
-    print("  (attempt %d: slower than expected)" % attempt, flush=True)
+    print("  (attempt %d: slower than expected%s)" % (
+        attempt, ", stopped before half way" if 2 * rec[1] < INROUND_BASE
+        else ""), flush=True)
     return ("the resumed run's compute phase took %.3f s, more than 60%% "
-            "of the uninterrupted %.3f s" % (c1, c0))
+            "of the uninterrupted %.3f s (the lists held %d of %d base "
+            "rows)" % (c1, c0, rec[1], INROUND_BASE))
 
 
 def _inround_other_ranks(ctx):
