@@ -81,7 +81,7 @@ typedef struct resume_input {
 typedef struct resume_inround {
 	int valid;                    /* 0: no round in progress recorded */
 	int slot;                     /* the lists are in OUT.progress.<slot> */
-	int64_t generation;           /* counts snapshots; the file says it too */
+	int64_t generation;           /* counts snapshots; so does the file */
 	xj_spans rows;                /* query rows held, in the file's order */
 	xj_spans base;                /* base rows folded into each of them */
 	uint64_t hash;                /* resume_hash_lists over the file */
