@@ -153,7 +153,7 @@ static void backend_topk(const xj_backend_cfg *cfg, const float *q,
 			 float *key, int64_t *idx)
 {
 	xj_backend *be = NULL;
-	xj_rows qr = { q, n, cfg->d, 0 };
+	xj_rows qr = { q, n, cfg->d, 0, 0 };
 	xj_status st;
 
 	xj_ok(&st);
@@ -162,7 +162,7 @@ static void backend_topk(const xj_backend_cfg *cfg, const float *q,
 	CU_ASSERT_FATAL(be->topk_begin(be, &qr, &st) == XJ_OK);
 	for (int64_t r = b0; r < b1; r += 37) {
 		xj_rows br = { b + r * cfg->d, b1 - r < 37 ? b1 - r : 37,
-			       cfg->d, r };
+			       cfg->d, r, 0 };
 
 		CU_ASSERT_FATAL(be->topk_add(be, &br, &st) == XJ_OK);
 	}
