@@ -45,9 +45,14 @@ class SlurmOnNodes:
     def __init__(self, cl, sc):
         self.cl, self.sc = cl, sc
         self.dir = os.path.join(cl.dir, "slurm")
-        os.makedirs(self.dir, exist_ok=True)
-        for sub in ("state", "log", "spool", "tmp"):
+        # what holds Unix sockets (a step's, PMIx's) lives under /run:
+        # a socket's path is at most 108 bytes, which a checkout's
+        # folders can exceed
+        self.sock_dir = os.path.join(cl.run_dir, "slurm")
+        for sub in ("state", "log"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        for sub in ("spool", "tmp"):
+            os.makedirs(os.path.join(self.sock_dir, sub), exist_ok=True)
         self.conf = os.path.join(self.dir, "slurm.conf")
         self.env = sc.clean_env()
         self.env["SLURM_CONF"] = self.conf
@@ -93,8 +98,8 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=%(mdir)s/munge.sock,cred_expire=10
 StateSaveLocation=%(d)s/state
-SlurmdSpoolDir=%(d)s/spool/%%n
-TmpFS=%(d)s/tmp
+SlurmdSpoolDir=%(s)s/spool/%%n
+TmpFS=%(s)s/tmp
 FirstJobId=%(first_job)d
 SlurmctldPidFile=%(d)s/slurmctld.pid
 SlurmdPidFile=%(d)s/slurmd.%%n.pid
@@ -122,12 +127,14 @@ MessageTimeout=10
 %(nodes)s
 PartitionName=xjcluster Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """ % dict(n=cl.n, head=cl.hostname(1), head_addr=cl.addr(1), mdir=mdir,
-           d=self.dir, first_job=first_job, nodes=nodes)
+           d=self.dir, s=self.sock_dir, first_job=first_job, nodes=nodes)
         with open(self.conf, "w") as f:
             f.write(conf)
         for i in cl.nodes:
-            os.makedirs(self.path("spool", cl.hostname(i)), exist_ok=True)
-            os.makedirs(self.path("tmp-%d" % i), exist_ok=True)
+            os.makedirs(os.path.join(self.sock_dir, "spool", cl.hostname(i)),
+                        exist_ok=True)
+            os.makedirs(os.path.join(self.sock_dir, "tmp-%d" % i),
+                        exist_ok=True)
         subprocess.run(["munged", "--socket=%s/munge.sock" % mdir,
                         "--key-file=%s" % key,
                         "--pid-file=%s/munged.pid" % mdir,
@@ -145,7 +152,8 @@ PartitionName=xjcluster Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         step, which on one shared folder would collide. A mount namespace
         of the node's own binds its folder over TmpFS."""
         cmd = "mount --bind %s %s && exec slurmd -f %s -N %s" % (
-            self.path("tmp-%d" % i), self.path("tmp"), self.conf,
+            os.path.join(self.sock_dir, "tmp-%d" % i),
+            os.path.join(self.sock_dir, "tmp"), self.conf,
             self.cl.hostname(i))
         self.on(i, ["unshare", "--mount", "--propagation", "private",
                     "sh", "-c", cmd])
@@ -217,7 +225,12 @@ def run_batch(ctx, sl, nodes, job, out, what):
     t0 = time.time()
     p = sl.sbatch(ctx.args.source, ctx.args.xjoin, nodes, job + ["-o", out],
                   log)
-    sout, serr = p.communicate(timeout=600)
+    try:
+        sout, serr = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        sout, serr = p.communicate()
+        serr += " (no end after 300 s)"
     jobid = sout.strip().split(";")[0]
     cc.say("%s: job %s, sbatch --wait exit %d (%.1f s)"
            % (what, jobid, p.returncode, time.time() - t0))

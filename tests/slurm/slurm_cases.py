@@ -317,8 +317,12 @@ class Cluster:
     def _write_conf(self, mdir):
         host = socket.gethostname().split(".")[0]
         ctld_port, node_port = free_ports(2)
-        for sub in ("state", "spool", "log", "tmp"):
+        for sub in ("state", "log"):
             os.mkdir(self.path(sub), 0o755)
+        # Unix sockets (a step's, PMIx's) go beside munged's, under /run:
+        # a socket path holds at most 108 bytes, a checkout's need not
+        for sub in ("spool", "tmp"):
+            os.mkdir(os.path.join(mdir, sub), 0o755)
         # job ids and TmpFS of its own: the PMIx plugin makes
         # TmpFS/spmix_appdir_<uid>_<job>.<step>, which another cluster on
         # this machine (also starting at job 1) would collide with
@@ -337,8 +341,8 @@ CredType=cred/munge
 # cred_expire also delays the restart of a requeued job (default 120 s)
 AuthInfo=socket={mdir}/munge.sock,cred_expire=10
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
-TmpFS={d}/tmp
+SlurmdSpoolDir={mdir}/spool
+TmpFS={mdir}/tmp
 FirstJobId={first_job}
 SlurmctldPidFile={d}/slurmctld.pid
 SlurmdPidFile={d}/slurmd.pid
