@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../io/h5in.h"
+#include "../io/folder.h"
 #include "../io/h5out.h"
 #include "../kernels/backend.h"
 #include "comm.h"
@@ -99,7 +100,6 @@ static int64_t output_bytes(const xj_job *job)
 static int check_output_room(const xj_job *job, xj_status *st)
 {
 	const int64_t slack = INT64_C(1) << 20;
-	const char *slash = strrchr(job->output, '/');
 	int64_t need = output_bytes(job), have;
 	char folder[XJ_PATH_MAX];
 	struct statvfs fs;
@@ -113,13 +113,7 @@ static int check_output_room(const xj_job *job, xj_status *st)
 			       PRId64 " bytes, more than the file size limit "
 			       "of %" PRId64 " bytes (ulimit -f)", job->output,
 			       need, (int64_t)lim.rlim_cur);
-	if (!slash)
-		snprintf(folder, sizeof(folder), ".");
-	else if (slash == job->output)
-		snprintf(folder, sizeof(folder), "/");
-	else
-		snprintf(folder, sizeof(folder), "%.*s",
-			 (int)(slash - job->output), job->output);
+	folder_of(job->output, folder, sizeof(folder));
 	if (statvfs(folder, &fs) != 0)
 		return XJ_OK;   /* h5out_create names a missing folder */
 	have = (int64_t)fs.f_bavail * (int64_t)fs.f_frsize;

@@ -13,6 +13,8 @@
 
 #include <ini.h>
 
+#include "../io/folder.h"
+
 /* Format 2 adds [inround]; a record without it is still written as
  * format 1, so that an older xjoin resumes it. */
 #define RESUME_FORMAT_PLAIN 1
@@ -296,29 +298,6 @@ static void print_record(FILE *f, const resume_record *r)
 		print_inround(f, r);
 }
 
-/* fsync the folder holding path, so the rename itself is durable. */
-static int sync_folder(const char *path)
-{
-	char folder[XJ_PATH_MAX + 16];
-	char *slash;
-	int fd, rc;
-
-	snprintf(folder, sizeof(folder), "%s", path);
-	slash = strrchr(folder, '/');
-	if (!slash)
-		strcpy(folder, ".");
-	else if (slash == folder)
-		folder[1] = '\0';
-	else
-		*slash = '\0';
-	fd = open(folder, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 int resume_save(const char *path, const resume_record *r, xj_status *st)
 {
 	char tmp[XJ_PATH_MAX + 32];
@@ -344,7 +323,7 @@ int resume_save(const char *path, const resume_record *r, xj_status *st)
 		unlink(tmp);
 		return st->code;
 	}
-	if (sync_folder(path) != 0)
+	if (folder_sync(path) != 0)
 		return xj_fail(st, XJ_EXIT_RESOURCE, "progress %s: syncing "
 			       "its folder: %s", path, strerror(errno));
 	return XJ_OK;

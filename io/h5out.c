@@ -32,6 +32,7 @@
 #include <hdf5.h>
 
 #include "../config/job.h"
+#include "folder.h"
 #include "h5check.h"
 
 #define H5OUT_SLOTS 8
@@ -97,7 +98,6 @@ static int h5out_agree(const h5out *h, xj_status *st)
 static int h5out_check_path(const char *path, int force, xj_status *st)
 {
 	char folder[XJ_PATH_MAX];
-	const char *slash;
 	struct stat sb;
 
 	if (!path[0])
@@ -105,14 +105,7 @@ static int h5out_check_path(const char *path, int force, xj_status *st)
 	if (strlen(path) >= XJ_PATH_MAX)
 		return xj_fail(st, XJ_EXIT_USAGE, "output '%.64s...': path "
 			       "longer than %d bytes", path, XJ_PATH_MAX - 1);
-	slash = strrchr(path, '/');
-	if (!slash)
-		strcpy(folder, ".");
-	else if (slash == path)
-		strcpy(folder, "/");
-	else
-		snprintf(folder, sizeof(folder), "%.*s", (int)(slash - path),
-			 path);
+	folder_of(path, folder, sizeof(folder));
 	if (stat(folder, &sb) != 0)
 		return xj_fail(st, XJ_EXIT_RESOURCE, "output folder %s: %s",
 			       folder, strerror(errno));
@@ -224,13 +217,7 @@ int h5out_unlink_locks(const char *path)
 	h5out_partial_path(path, partial, sizeof(partial));
 	slash = strrchr(partial, '/');
 	base = slash ? slash + 1 : partial;
-	if (!slash)
-		snprintf(folder, sizeof(folder), ".");
-	else if (slash == partial)
-		snprintf(folder, sizeof(folder), "/");
-	else
-		snprintf(folder, sizeof(folder), "%.*s",
-			 (int)(slash - partial), partial);
+	folder_of(partial, folder, sizeof(folder));
 	blen = strlen(base);
 	dir = opendir(folder);
 	if (!dir)

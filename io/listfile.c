@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../config/job.h"
+#include "folder.h"
 
 #define LISTFILE_MAGIC "XJLISTS"
 #define LISTFILE_VERSION 1
@@ -88,23 +89,7 @@ static MPI_Offset lf_idx_at(int64_t k, int64_t rows, int64_t at)
  * before a record names it. */
 static int lf_sync_folder(const char *path, xj_status *st)
 {
-	char folder[XJ_PATH_MAX + 32];
-	char *slash;
-	int fd, rc;
-
-	snprintf(folder, sizeof(folder), "%s", path);
-	slash = strrchr(folder, '/');
-	if (!slash)
-		strcpy(folder, ".");
-	else if (slash == folder)
-		folder[1] = '\0';
-	else
-		*slash = '\0';
-	fd = open(folder, O_RDONLY | O_DIRECTORY);
-	rc = fd < 0 ? -1 : fsync(fd);
-	if (fd >= 0)
-		close(fd);
-	if (rc != 0)
+	if (folder_sync(path) != 0)
 		return xj_fail(st, XJ_EXIT_RESOURCE, "lists %s: syncing its "
 			       "folder: %s", path, strerror(errno));
 	return XJ_OK;
