@@ -41,7 +41,9 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "slurm"))
 import vcluster  # noqa: E402
+from slurm_cases import Checks, say  # noqa: E402  the same check log
 
 SKIP = 77
 PEER_TIMEOUT_S = 10
@@ -49,23 +51,6 @@ PEER_TIMEOUT_S = 10
 # + 2, and slack for a loaded 2-core machine
 BOUND_S = PEER_TIMEOUT_S + 0.25 + 6 + 10 + 2
 SLACK_S = 8
-
-
-def say(msg):
-    print(msg, flush=True)
-
-
-class Checks:
-    def __init__(self):
-        self.n = 0
-        self.failed = []
-
-    def check(self, ok, what):
-        self.n += 1
-        if not ok:
-            self.failed.append(what)
-            say("FAIL: %s" % what)
-        return bool(ok)
 
 
 def load_compare(source):
