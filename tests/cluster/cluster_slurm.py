@@ -219,8 +219,30 @@ def step_processes(ctx, nodes):
             for i in nodes}
 
 
+def started(text):
+    """Whether rank 0 got as far as the job table: a job that ended before
+    it failed in the launcher's or MPI's start-up, not in xjoin's work."""
+    return "| output " in text
+
+
 def run_batch(ctx, sl, nodes, job, out, what):
-    ck = ctx.ck
+    """Run job through sbatch and check it finished. A job that failed
+    before xjoin printed its table (seen once in many runs: a rank's
+    segfault inside MPI_Init under srun's PMIx, with nothing of xjoin's
+    run yet) is run once more, and the log says so."""
+    first = cc.Checks()
+    ok, text = run_batch_once(ctx, sl, nodes, job, out, what, first)
+    if ok or started(text) or "running: srun" not in text:
+        ctx.ck.n += first.n
+        ctx.ck.failed += first.failed
+        return ok, text
+    cc.say("NOTE: %s: the job failed before xjoin's job table (MPI "
+           "start-up); running it once more" % what)
+    return run_batch_once(ctx, sl, nodes, job, out, what + " (again)",
+                          ctx.ck)
+
+
+def run_batch_once(ctx, sl, nodes, job, out, what, ck):
     log = ctx.path("%s.log" % what.replace(" ", "-"))
     t0 = time.time()
     p = sl.sbatch(ctx.args.source, ctx.args.xjoin, nodes, job + ["-o", out],

@@ -19,11 +19,13 @@ way ssh would (`/bin/sh -c` inside the node's namespaces).
 Every namespace, link and mount is named after the cluster's id, so
 clusters of concurrent runs do not meet, and teardown removes exactly
 what this cluster made: it ends every process inside its nodes, deletes
-the namespaces and the bridge and unmounts the hostnames. A detached
+the namespaces and the bridge, unmounts the hostnames and removes what
+Open MPI left under the nodes' hostnames in /dev/shm and /tmp. A detached
 watchdog does the same when the process that made the cluster dies
 without doing it (a test killed on a timeout).
 """
 
+import glob
 import ipaddress
 import json
 import os
@@ -285,6 +287,20 @@ exec nsenter --net=/run/netns/%(id)sn$i --uts=%(run)s/uts$i -- /bin/sh -c "$*"
                             str(pid)], stdin=subprocess.DEVNULL,
                            stdout=log, stderr=subprocess.STDOUT, check=True)
 
+    def remove_mpi_leftovers(self):
+        """Open MPI names its shared memory segments and session folders
+        after the host; a rank killed with SIGKILL leaves them behind, and
+        the nodes share /dev/shm and /tmp with this machine."""
+        for i in self.nodes:
+            host = self.hostname(i)
+            for path in glob.glob("/dev/shm/vader_segment.%s.*" % host):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            for path in glob.glob("/tmp/ompi.%s.*" % host):
+                shutil.rmtree(path, ignore_errors=True)
+
     def teardown(self):
         for _ in range(3):
             left = []
@@ -299,6 +315,7 @@ exec nsenter --net=/run/netns/%(id)sn$i --uts=%(run)s/uts$i -- /bin/sh -c "$*"
             sh(["umount", self.uts(i)], check=False)
         sh(["ip", "link", "del", self.bridge], check=False)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.remove_mpi_leftovers()
         with open(os.path.join(self.dir, "teardown.done"), "w"):
             pass
 
