@@ -29,14 +29,23 @@
 
 #include <hdf5.h>
 
+#include "folder.h"
 #include "h5check.h"
+#include "h5shards.h"
 
 struct h5in {
 	hid_t file;
 	hid_t dset;
 	h5in_info info;
 	int wide_float;   /* float wider than 32 bits: Inf may be overflow */
+	h5in_source *src; /* a VDS's sources or the shards, in row order */
+	int64_t nsrc;
+	int64_t cur;      /* shards: the one open in file/dset, or -1 */
 };
+
+/* A VDS whose sources are VDSs, and so on: deeper is refused (a loop of
+ * VDSs naming each other would never end). */
+#define H5IN_VDS_DEPTH_MAX 4
 
 /* "file:dataset: rows [a, b)" */
 #define H5IN_LABEL_MAX (XJ_PATH_MAX + XJ_NAME_MAX + 64)
@@ -403,6 +412,160 @@ static int h5in_check_chunk(hid_t space, const hsize_t *chunk,
 	return XJ_OK;
 }
 
+static int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
+			   int *wide_float, xj_status *st);
+
+/* The file HDF5 opens for a VDS source named name in vds_file (with
+ * HDF5_VDS_PREFIX unset): "." is the VDS's own file, an absolute name is
+ * itself, a relative one is looked for beside the VDS file, then from
+ * the working directory. */
+static void h5in_source_path(const char *vds_file, const char *name,
+			     char *out, size_t size)
+{
+	char folder[XJ_PATH_MAX];
+	struct stat sb;
+
+	if (!strcmp(name, ".") || name[0] == '/') {
+		snprintf(out, size, "%s", !strcmp(name, ".") ? vds_file : name);
+		return;
+	}
+	folder_of(vds_file, folder, sizeof(folder));
+	if (snprintf(out, size, "%s/%s", folder, name) >= (int)size ||
+	    (stat(out, &sb) != 0 && stat(name, &sb) == 0))
+		snprintf(out, size, "%s", name);
+}
+
+/* Source file and dataset names of mapping i. */
+static int h5in_mapping_names(hid_t dcpl, size_t i, const char *vds_file,
+			      const char *label, char *path, char *dset,
+			      xj_status *st)
+{
+	char name[XJ_PATH_MAX];
+	ssize_t nf, nd;
+
+	if (H5_TRY(nf = H5Pget_virtual_filename(dcpl, i, name, sizeof(name)),
+		   st, XJ_EXIT_INPUT, "%s: source %zu file name", label, i) ||
+	    H5_TRY(nd = H5Pget_virtual_dsetname(dcpl, i, dset, XJ_NAME_MAX),
+		   st, XJ_EXIT_INPUT, "%s: source %zu dataset name", label, i))
+		return st->code;
+	if (nf >= (ssize_t)sizeof(name) || nd >= XJ_NAME_MAX)
+		return xj_fail(st, XJ_EXIT_INPUT, "%s: source %zu: name too "
+			       "long", label, i);
+	h5in_source_path(vds_file, name, path, XJ_PATH_MAX);
+	return XJ_OK;
+}
+
+/* The shape source i must have: the virtual block's for a source mapped
+ * whole (HDF5 keeps no extent for it), else one past the source
+ * selection's far corner. *whole: the shape must match exactly. */
+static int h5in_source_want(hid_t dcpl, size_t i, const char *label,
+			    hsize_t *want, int *whole, xj_status *st)
+{
+	hid_t vspace = H5I_INVALID_HID, sspace = H5I_INVALID_HID;
+	hsize_t lo[2], hi[2];
+
+	if (H5_TRY(vspace = H5Pget_virtual_vspace(dcpl, i), st, XJ_EXIT_INPUT,
+		   "%s: mapping %zu", label, i) ||
+	    H5_TRY(sspace = H5Pget_virtual_srcspace(dcpl, i), st,
+		   XJ_EXIT_INPUT, "%s: mapping %zu source space", label, i))
+		goto out;
+	*whole = H5Sget_select_type(sspace) == H5S_SEL_ALL;
+	if (*whole ? H5Sget_select_bounds(vspace, lo, hi) < 0 :
+	    H5Sget_simple_extent_ndims(sspace) != 2 ||
+	    H5Sget_select_bounds(sspace, lo, hi) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		xj_fail(st, XJ_EXIT_INPUT, "%s: mapping %zu selects no 2-D "
+			"block", label, i);
+		goto out;
+	}
+	want[0] = *whole ? hi[0] - lo[0] + 1 : hi[0] + 1;
+	want[1] = *whole ? hi[1] - lo[1] + 1 : hi[1] + 1;
+out:
+	h5in_close_id(&sspace, H5Sclose);
+	h5in_close_id(&vspace, H5Sclose);
+	return st->code;
+}
+
+/* Source i of a VDS: present, numeric, stored, and of the shape the VDS
+ * maps (a source rewritten with another width would read as fill
+ * values or fail half-way). */
+static int h5in_check_source(hid_t dcpl, size_t i, const char *vds_file,
+			     const char *label, int depth, int *wide_float,
+			     xj_status *st)
+{
+	char dset[XJ_NAME_MAX];
+	h5in_info src;
+	hid_t fid = H5I_INVALID_HID;
+	hsize_t want[2] = { 0, 0 };
+	int whole = 0;
+
+	memset(&src, 0, sizeof(src));
+	if (h5in_mapping_names(dcpl, i, vds_file, label, src.file, dset, st) ||
+	    h5in_source_want(dcpl, i, label, want, &whole, st))
+		return st->code;
+	if (h5in_check_file(src.file, src.file, st) ||
+	    h5in_open_file(src.file, src.file, &fid, st) ||
+	    h5in_resolve(fid, src.file, dset, "", src.dset, st) ||
+	    h5in_check_dset(fid, &src, depth + 1, wide_float, st))
+		goto out;
+	if (whole ? (hsize_t)src.rows != want[0] || (hsize_t)src.cols != want[1]
+		  : (hsize_t)src.rows < want[0] || (hsize_t)src.cols < want[1])
+		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: is %lld x %lld, the virtual "
+			"dataset maps %s%llu x %llu", src.file, src.dset,
+			(long long)src.rows, (long long)src.cols,
+			whole ? "it as " : "rows and columns up to ",
+			(unsigned long long)want[0],
+			(unsigned long long)want[1]);
+out:
+	h5in_close_id(&fid, H5Fclose);
+	if (st->code)
+		xj_wrap(st, "%s: virtual dataset source %zu", label, i);
+	return st->code;
+}
+
+/*
+ * A VDS stores nothing itself (its storage size is 0): what must be
+ * stored is every source, and the mappings must cover the whole VDS, or
+ * the unmapped values read as fill values.
+ */
+static int h5in_check_virtual(hid_t dcpl, const hsize_t *dims,
+			      const char *file, const char *label, int depth,
+			      int *wide_float, xj_status *st)
+{
+	size_t count = 0;
+	hsize_t mapped = 0;
+
+	if (depth >= H5IN_VDS_DEPTH_MAX)
+		return xj_fail(st, XJ_EXIT_INPUT, "%s: virtual datasets nested "
+			       "more than %d deep (a loop?)", label,
+			       H5IN_VDS_DEPTH_MAX);
+	if (H5_TRY(H5Pget_virtual_count(dcpl, &count), st, XJ_EXIT_INPUT,
+		   "%s: virtual mappings", label))
+		return st->code;
+	for (size_t i = 0; i < count; i++) {
+		hid_t vspace;
+		hssize_t points;
+
+		if (H5_TRY(vspace = H5Pget_virtual_vspace(dcpl, i), st,
+			   XJ_EXIT_INPUT, "%s: mapping %zu", label, i))
+			return st->code;
+		points = H5Sget_select_npoints(vspace);
+		H5Sclose(vspace);
+		mapped += points > 0 ? (hsize_t)points : 0;
+		if (h5in_check_source(dcpl, i, file, label, depth, wide_float,
+				      st))
+			return st->code;
+	}
+	if (mapped < dims[0] * dims[1])
+		return xj_fail(st, XJ_EXIT_INPUT, "%s: its %zu sources map %llu "
+			       "of its %llu x %llu values; the rest would read "
+			       "as fill values", label, count,
+			       (unsigned long long)mapped,
+			       (unsigned long long)dims[0],
+			       (unsigned long long)dims[1]);
+	return XJ_OK;
+}
+
 /*
  * A header can declare any shape: a 10^12-row dataset whose data was never
  * written (or was cut off) costs a few bytes on disk, reads as fill values
@@ -413,6 +576,7 @@ static int h5in_check_chunk(hid_t space, const hsize_t *chunk,
  */
 static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 			     const hsize_t *dims, const char *label,
+			     const char *file, int depth, int *wide_float,
 			     xj_status *st)
 {
 	hid_t dcpl = H5I_INVALID_HID;
@@ -427,7 +591,10 @@ static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 		rc = st->code;
 		goto out;
 	}
-	if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+	if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
+		rc = h5in_check_virtual(dcpl, dims, file, label, depth,
+					wide_float, st);
+	} else if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
 		if (H5_TRY(H5Pget_chunk(dcpl, 2, chunk), st, XJ_EXIT_INPUT,
 			   "%s: chunk shape", label) ||
 		    h5in_check_chunk(space, chunk, label, st) ||
@@ -470,9 +637,10 @@ out:
 	return rc;
 }
 
-/* Shape and type of the resolved dataset into info. */
-static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
-			   xj_status *st)
+/* Shape and type of the resolved dataset into info. depth: how many
+ * VDSs lead to it. */
+static int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
+			   int *wide_float, xj_status *st)
 {
 	char label[H5IN_LABEL_MAX];
 	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -514,7 +682,8 @@ static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
 			(unsigned long long)dims[1]);
 		goto out;
 	}
-	if (h5in_check_stored(dset, space, type, dims, label, st))
+	if (h5in_check_stored(dset, space, type, dims, label, info->file,
+			      depth, wide_float, st))
 		goto out;
 	info->rows = (int64_t)dims[0];
 	info->cols = (int64_t)dims[1];
@@ -536,6 +705,9 @@ static int h5in_probe_wide(const char *file, const char *dset,
 	memset(info, 0, sizeof(*info));
 	if (!dset)
 		dset = "";
+	if (h5shards_is_multi(file))
+		return h5shards_probe(file, dset, default_dset, info, NULL,
+				      NULL, wide_float, st);
 	snprintf(label, sizeof(label), "%s%s%s", file,
 		 !dset[0] ? "" : dset[0] == '/' ? ":" : ":/", dset);
 	if (strlen(file) >= sizeof(info->file))
@@ -546,7 +718,7 @@ static int h5in_probe_wide(const char *file, const char *dset,
 	    h5in_open_file(file, label, &fid, st))
 		return st->code;
 	if (h5in_resolve(fid, file, dset, default_dset, info->dset, st) == 0)
-		h5in_check_dset(fid, info, wide_float, st);
+		h5in_check_dset(fid, info, 0, wide_float, st);
 	H5Fclose(fid);
 	return st->code;
 }
@@ -559,6 +731,66 @@ int h5in_probe(const char *file, const char *dset, const char *default_dset,
 	xj_ok(st);
 	return h5in_probe_wide(file, dset, default_dset, info, &wide_float,
 			       st);
+}
+
+/* The sources of an open VDS, for the job table (none otherwise). */
+static int h5in_vds_sources(h5in *h, xj_status *st)
+{
+	char label[H5IN_LABEL_MAX];
+	hid_t dcpl;
+	size_t count = 0;
+	int rc = XJ_OK;
+
+	snprintf(label, sizeof(label), "%s:%s", h->info.file, h->info.dset);
+	if (H5_TRY(dcpl = H5Dget_create_plist(h->dset), st, XJ_EXIT_INPUT,
+		   "%s: creation properties", label))
+		return st->code;
+	if (H5Pget_layout(dcpl) != H5D_VIRTUAL ||
+	    H5_TRY(H5Pget_virtual_count(dcpl, &count), st, XJ_EXIT_INPUT,
+		   "%s: virtual mappings", label))
+		goto out;
+	h->src = calloc(count ? count : 1, sizeof(*h->src));
+	if (!h->src) {
+		rc = xj_fail(st, XJ_EXIT_RESOURCE, "%s: out of memory", label);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		h5in_source *s = &h->src[i];
+		hsize_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
+		hid_t vspace = H5Pget_virtual_vspace(dcpl, i);
+
+		if (H5_TRY(vspace, st, XJ_EXIT_INPUT, "%s: mapping %zu", label,
+			   i) ||
+		    h5in_mapping_names(dcpl, i, h->info.file, label, s->file,
+				       s->dset, st)) {
+			h5in_close_id(&vspace, H5Sclose);
+			goto out;
+		}
+		if (s->dset[0] != '/') {   /* names are absolute in messages */
+			memmove(s->dset + 1, s->dset, sizeof(s->dset) - 1);
+			s->dset[0] = '/';
+			s->dset[sizeof(s->dset) - 1] = '\0';
+		}
+		/* an empty selection has no bounds: it maps no rows */
+		if (H5Sget_select_bounds(vspace, lo, hi) >= 0) {
+			s->row0 = (int64_t)lo[0];
+			s->rows = (int64_t)(hi[0] - lo[0] + 1);
+			s->col0 = (int64_t)lo[1];
+			s->cols = (int64_t)(hi[1] - lo[1] + 1);
+		}
+		H5Eclear2(H5E_DEFAULT);
+		H5Sclose(vspace);
+		h->nsrc++;
+	}
+out:
+	H5Pclose(dcpl);
+	return st->code ? st->code : rc;
+}
+
+const h5in_source *h5in_sources(const h5in *h, int64_t *count)
+{
+	*count = h ? h->nsrc : 0;
+	return h ? h->src : NULL;
 }
 
 int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
@@ -574,10 +806,22 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 			       info->file, info->dset);
 	h->file = H5I_INVALID_HID;
 	h->dset = H5I_INVALID_HID;
+	h->src = NULL;
+	h->nsrc = 0;
+	h->cur = -1;
 	/* probe again: the file may have changed since it was probed */
-	if (h5in_probe_wide(info->file, info->dset, "", &now, &h->wide_float,
+	if (info->shards ?
+	    h5shards_probe(info->file, info->dset, info->shard_default, &now,
+			   &h->src, &h->nsrc, &h->wide_float, st) :
+	    h5in_probe_wide(info->file, info->dset, "", &now, &h->wide_float,
 			    st))
 		goto fail;
+	if (now.shards_hash != info->shards_hash) {
+		xj_fail(st, XJ_EXIT_INPUT, "%s: its shards changed while "
+			"running (this rank sees other files or shapes)",
+			info->file);
+		goto fail;
+	}
 	if (now.rows != info->rows || now.cols != info->cols) {
 		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: changed while running "
 			"(%lld x %lld, was %lld x %lld)", info->file,
@@ -586,10 +830,12 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 		goto fail;
 	}
 	h->info = now;
-	if (h5in_open_file(info->file, info->file, &h->file, st) ||
-	    H5_TRY(h->dset = H5Dopen2(h->file, now.dset, H5P_DEFAULT), st,
-		   XJ_EXIT_INPUT, "%s:%s: cannot open dataset", now.file,
-		   now.dset))
+	if (!info->shards &&
+	    (h5in_open_file(info->file, info->file, &h->file, st) ||
+	     H5_TRY(h->dset = H5Dopen2(h->file, now.dset, H5P_DEFAULT), st,
+		    XJ_EXIT_INPUT, "%s:%s: cannot open dataset", now.file,
+		    now.dset) ||
+	     h5in_vds_sources(h, st)))
 		goto fail;
 	*out = h;
 	return XJ_OK;
@@ -619,30 +865,124 @@ static int64_t h5in_first_bad(const float *x, int64_t count)
 	return -1;
 }
 
+/* The shard holding global row r (shards are in row order). */
+static const h5in_source *h5in_shard_of(const h5in *h, int64_t r)
+{
+	int64_t lo = 0, hi = h->nsrc - 1;
+
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (h->src[mid].row0 <= r)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return &h->src[lo];
+}
+
 static int h5in_scan(const h5in *h, int64_t row0, int64_t rows,
 		     const float *out, xj_status *st)
 {
-	int64_t cols = h->info.cols, at;
+	int64_t cols = h->info.cols, at, r;
+	const char *what;
 	float v;
 
 	at = h5in_first_bad(out, rows * cols);
 	if (at < 0)
 		return XJ_OK;
 	v = out[at];
+	r = row0 + at / cols;
+	what = isnan(v) ? "NaN" : h->wide_float ?
+	       "out of float32 range or Inf" : v > 0 ? "Inf" : "-Inf";
+	if (h->info.shards) {
+		const h5in_source *s = h5in_shard_of(h, r);
+
+		return xj_fail(st, XJ_EXIT_INPUT, "%s:%s: row %lld column "
+			       "%lld is %s (row %lld of %s)", s->file, s->dset,
+			       (long long)(r - s->row0), (long long)(at % cols),
+			       what, (long long)r, h->info.file);
+	}
 	return xj_fail(st, XJ_EXIT_INPUT, "%s:%s: row %lld column %lld is %s",
-		       h->info.file, h->info.dset, (long long)(row0 + at / cols),
-		       (long long)(at % cols),
-		       isnan(v) ? "NaN" :
-		       h->wide_float ? "out of float32 range or Inf" :
-		       v > 0 ? "Inf" : "-Inf");
+		       h->info.file, h->info.dset, (long long)r,
+		       (long long)(at % cols), what);
 }
 
-int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
+/* Rows [row0, row0 + rows) of an open dataset, as float32. */
+static int h5in_read_slab(hid_t dset, const char *file, const char *name,
+			  int64_t row0, int64_t rows, int64_t cols, float *out,
+			  xj_status *st)
 {
 	char label[H5IN_LABEL_MAX];
 	hid_t fspace = H5I_INVALID_HID, mspace = H5I_INVALID_HID;
 	hsize_t start[2], count[2];
 
+	snprintf(label, sizeof(label), "%s:%s: rows [%lld, %lld)", file, name,
+		 (long long)row0, (long long)(row0 + rows));
+	start[0] = (hsize_t)row0;
+	start[1] = 0;
+	count[0] = (hsize_t)rows;
+	count[1] = (hsize_t)cols;
+	/* on failure st holds the reason; the ids are closed either way */
+	(void)(H5_TRY(fspace = H5Dget_space(dset), st, XJ_EXIT_INPUT,
+		      "%s: dataspace", label) ||
+	       H5_TRY(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
+					  count, NULL), st, XJ_EXIT_INTERNAL,
+		      "%s: select", label) ||
+	       H5_TRY(mspace = H5Screate_simple(2, count, NULL), st,
+		      XJ_EXIT_RESOURCE, "%s: memory dataspace", label) ||
+	       H5_TRY(H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace,
+			      H5P_DEFAULT, out), st, XJ_EXIT_INPUT,
+		      "%s: read failed (truncated or corrupt file?)", label));
+	h5in_close_id(&mspace, H5Sclose);
+	h5in_close_id(&fspace, H5Sclose);
+	return st->code;
+}
+
+/* Make shard i the open one: one shard file open at a time, so a list
+ * of thousands stays within the limit on open files. */
+static int h5in_shard_open(h5in *h, int64_t i, xj_status *st)
+{
+	const h5in_source *s = &h->src[i];
+
+	if (h->cur == i)
+		return XJ_OK;
+	h5in_close_id(&h->dset, H5Dclose);
+	h5in_close_id(&h->file, H5Fclose);
+	h->cur = -1;
+	if (h5in_open_file(s->file, s->file, &h->file, st) ||
+	    H5_TRY(h->dset = H5Dopen2(h->file, s->dset, H5P_DEFAULT), st,
+		   XJ_EXIT_INPUT, "%s:%s: cannot open dataset", s->file,
+		   s->dset))
+		return st->code;
+	h->cur = i;
+	return XJ_OK;
+}
+
+/* Rows of a pattern or list: a slab from each shard it spans. */
+static int h5in_read_shards(h5in *h, int64_t row0, int64_t rows, float *out,
+			    xj_status *st)
+{
+	int64_t cols = h->info.cols, end = row0 + rows;
+	int64_t i = h5in_shard_of(h, row0) - h->src;
+
+	for (; i < h->nsrc && h->src[i].row0 < end; i++) {
+		const h5in_source *s = &h->src[i];
+		int64_t a = row0 > s->row0 ? row0 : s->row0;
+		int64_t b = end < s->row0 + s->rows ? end : s->row0 + s->rows;
+
+		if (b <= a)
+			continue;
+		if (h5in_shard_open(h, i, st) ||
+		    h5in_read_slab(h->dset, s->file, s->dset, a - s->row0,
+				   b - a, cols, out + (a - row0) * cols, st))
+			return st->code;
+	}
+	return XJ_OK;
+}
+
+int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
+{
 	xj_ok(st);
 	if (!h || row0 < 0 || rows < 0 || row0 > h->info.rows - rows ||
 	    (rows > 0 && !out))
@@ -653,29 +993,12 @@ int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
 			       h ? (long long)h->info.rows : -1LL);
 	if (rows == 0)
 		return XJ_OK;
-	snprintf(label, sizeof(label), "%s:%s: rows [%lld, %lld)",
-		 h->info.file, h->info.dset, (long long)row0,
-		 (long long)(row0 + rows));
-	start[0] = (hsize_t)row0;
-	start[1] = 0;
-	count[0] = (hsize_t)rows;
-	count[1] = (hsize_t)h->info.cols;
-	if (H5_TRY(fspace = H5Dget_space(h->dset), st, XJ_EXIT_INPUT,
-		   "%s: dataspace", label) ||
-	    H5_TRY(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
-				       count, NULL), st, XJ_EXIT_INTERNAL,
-		   "%s: select", label) ||
-	    H5_TRY(mspace = H5Screate_simple(2, count, NULL), st,
-		   XJ_EXIT_RESOURCE, "%s: memory dataspace", label) ||
-	    H5_TRY(H5Dread(h->dset, H5T_NATIVE_FLOAT, mspace, fspace,
-			   H5P_DEFAULT, out), st, XJ_EXIT_INPUT,
-		   "%s: read failed (truncated or corrupt file?)", label))
-		goto out;
-	h5in_scan(h, row0, rows, out, st);
-out:
-	h5in_close_id(&mspace, H5Sclose);
-	h5in_close_id(&fspace, H5Sclose);
-	return st->code;
+	if (h->info.shards ?
+	    h5in_read_shards(h, row0, rows, out, st) :
+	    h5in_read_slab(h->dset, h->info.file, h->info.dset, row0, rows,
+			   h->info.cols, out, st))
+		return st->code;
+	return h5in_scan(h, row0, rows, out, st);
 }
 
 void h5in_close(h5in *h)
@@ -684,5 +1007,6 @@ void h5in_close(h5in *h)
 		return;
 	h5in_close_id(&h->dset, H5Dclose);
 	h5in_close_id(&h->file, H5Fclose);
+	free(h->src);
 	free(h);
 }

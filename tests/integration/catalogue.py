@@ -43,6 +43,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
 NRANKS = 2
@@ -668,7 +669,8 @@ def cases():
         Case("file size limit (ulimit -f)", RESOURCE,
              r"ulimit-f-/out\.h5",
              matrix("wide.h5", "wide.h5"), wrap=ULIMIT_WRAP),
-    ]
+        # --- sharded inputs: VDS sources, patterns, lists (3: input)
+    ] + shard_inputs.catalogue_cases(Case, INPUT)
 
 
 def main():

@@ -60,6 +60,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 import reference  # noqa: E402
+import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
 METRICS = reference.METRICS
@@ -1761,6 +1762,7 @@ CASES = {
     "resume_inround": case_resume_inround,
     "devices": case_devices,
     "diskfull": case_diskfull,
+    "shards": shard_inputs.case_shards,
 }
 
 
