@@ -173,6 +173,13 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 		return xj_wrap(st, "queries");
 	if (resolve_one(job->base_file, "train", bi, st))
 		return xj_wrap(st, "base");
+	/* an empty query set is a valid, empty result; an empty base
+	 * leaves every query without neighbours, and a matrix without
+	 * columns: most likely a failed step before this one */
+	if (bi->rows == 0)
+		return xj_fail(st, XJ_EXIT_INPUT, "base: %s%s%s: has 0 rows, "
+			       "nothing to join against", bi->file,
+			       bi->dset[0] ? ":" : "", bi->dset);
 	if (qi->cols != bi->cols)
 		return xj_fail(st, XJ_EXIT_INPUT, "dimensions differ: queries "
 			       "%s:%s have %" PRId64 " columns, base %s:%s has %"

@@ -669,14 +669,15 @@ static int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
 	    h5in_describe_type(type, label, info->type_desc,
 			       sizeof(info->type_desc), wide_float, st))
 		goto out;
-	if (dims[0] == 0 || dims[1] == 0) {
-		xj_fail(st, XJ_EXIT_INPUT, "%s: has %llu rows and %llu columns,"
-			" expected at least one of each", label,
-			(unsigned long long)dims[0],
-			(unsigned long long)dims[1]);
+	/* no rows is a valid (empty) input: the caller decides whether it
+	 * can join one; no columns is never a matrix of vectors */
+	if (dims[1] == 0) {
+		xj_fail(st, XJ_EXIT_INPUT, "%s: has %llu rows and 0 columns, "
+			"expected at least one column", label,
+			(unsigned long long)dims[0]);
 		goto out;
 	}
-	if (dims[0] > INT64_MAX || dims[1] > INT64_MAX / dims[0]) {
+	if (dims[0] > INT64_MAX || (dims[0] && dims[1] > INT64_MAX / dims[0])) {
 		xj_fail(st, XJ_EXIT_INPUT, "%s: %llu x %llu is too large",
 			label, (unsigned long long)dims[0],
 			(unsigned long long)dims[1]);

@@ -59,7 +59,8 @@ int h5in_parse_spec(const char *spec, char *file, char *dset, xj_status *st);
 /* Open file, resolve the dataset and check it. dset "" means: default_dset
  * ("test" for queries, "train" for base) if present, else the only 2-D
  * dataset in the file (error if none or several). Checks: file exists and
- * is HDF5, dataset exists, is 2-D, numeric, rows > 0, cols > 0, and its
+ * is HDF5, dataset exists, is 2-D, numeric, cols > 0 (rows may be 0: an
+ * empty input, which the caller may refuse), and its
  * data (or every VDS source's, or every shard's) is stored. A pattern or
  * list is expanded here; its shards must share the width. */
 int h5in_probe(const char *file, const char *dset, const char *default_dset,

@@ -68,11 +68,16 @@ def write_all(folder, d=24):
     write_vds(os.path.join(folder, "vds.h5"),
               [("shards/emb-%d.h5" % i, "vectors", a, e - a, d)
                for i, (a, e, _) in enumerate(SHARDS)], 1531, d)
+    # empty shards: a query set of none, and one inside the base list
+    with h5py.File(os.path.join(folder, "empty.h5"), "w") as h5:
+        h5.create_dataset("vectors", shape=(0, d), dtype="<f2")
     # a list: a comment, a blank line, names relative to the list
     with open(os.path.join(folder, "base.txt"), "w") as fh:
         fh.write("# the base, in row order\n\n")
         for i in range(len(SHARDS)):
             fh.write("shards/emb-%d.h5:/vectors\n" % i)
+            if i == 0:
+                fh.write("empty.h5\n")
     with open(os.path.join(folder, "queries.txt"), "w") as fh:
         for i in range(len(QSHARDS)):
             fh.write(os.path.join(folder, "qshards", "q-%d.h5") % i + "\n")
@@ -110,6 +115,8 @@ def case_shards(ctx, ranks):
         ctx.result(nranks, ["matrix", "-q", "@" + p("queries.txt"), "-b",
                             pattern, "-m", "l2"], p("out.h5"), ref,
                    "np%d matrix, list x pattern" % nranks)
+    for nranks in ranks:
+        empty_queries(ctx, nranks, "@" + p("base.txt"))
     # the output records the shards in row order
     lines = _attr_lines(p("out.h5"), "base_shards")
     want = [p("shards/emb-%d.h5") % i + ":/vectors"
@@ -124,6 +131,27 @@ def case_shards(ctx, ranks):
               "rows [500, 1100), columns [0, 24): " in out and
               "shards/emb-1.h5:/vectors" in out,
               "plan shows the sources: rc %s\n%s%s" % (rc, out, err))
+
+
+def empty_queries(ctx, nranks, bspec):
+    """No query rows: an empty, valid result of the job's layout."""
+    for argv, shapes in (
+            (["topk", "-k", 6], {"neighbors": ((0, 6), "int64"),
+                                 "distances": ((0, 6), "float32")}),
+            (["matrix"], {"distances": ((0, 1531), "float32")})):
+        out = ctx.path("empty-out.h5")
+        what = "np%d %s of no queries" % (nranks, argv[0])
+        if os.path.exists(out):
+            os.remove(out)
+        if not ctx.run_ok(nranks, argv + ["-q", ctx.path("empty.h5"),
+                                          "-b", bspec, "-o", out], what):
+            continue
+        with h5py.File(out, "r") as h5:
+            got = {k: (h5[k].shape, h5[k].dtype.name) for k in h5}
+            rows = h5.attrs.get("query_rows")
+        ctx.check(got == shapes and rows == 0, "%s: datasets %r, "
+                  "query_rows %r, expected %r and 0" % (what, got, rows,
+                                                        shapes))
 
 
 # ------------------------------------------------------------ catalogue
