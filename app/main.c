@@ -455,11 +455,12 @@ static int64_t rank_budget(const xj_job *job, const xj_comm *c,
 
 /*
  * Every rank: the shards of a pattern or list as the attribute name, one
- * "FILE:DATASET" a line in row order. An attribute holds 32 KiB here, so
- * a list longer than that keeps its first lines and says how many more.
+ * "FILE:DATASET" a line in row order, and their count as count_name. An
+ * attribute holds 32 KiB here, so a list longer than that keeps its
+ * first lines and says how many more.
  */
-static int attr_shards(h5out *o, const char *name, const h5in_info *info,
-		       xj_status *st)
+static int attr_shards(h5out *o, const char *name, const char *count_name,
+		       const h5in_info *info, xj_status *st)
 {
 	const size_t cap = 32000;
 	const h5in_source *s;
@@ -490,7 +491,8 @@ static int attr_shards(h5out *o, const char *name, const h5in_info *info,
 	if (i < n)
 		sprintf(text + used, "... and %" PRId64 " more\n", n - i);
 	h5in_close(h);
-	h5out_attr_str(o, name, text, st);
+	if (h5out_attr_str(o, name, text, st) == XJ_OK)
+		h5out_attr_i64(o, count_name, n, st);
 	free(text);
 	return st->code;
 }
@@ -532,8 +534,10 @@ static int write_attrs(const xj_run *run, int threads, xj_status *st)
 	    h5out_attr_i64(o, "query_chunk_rows", run->pl.qchunk_rows, st) ||
 	    h5out_attr_i64(o, "base_chunk_rows", run->pl.bchunk_rows, st) ||
 	    h5out_attr_str(o, "created", when, st) ||
-	    attr_shards(o, "query_shards", &run->qinfo, st) ||
-	    attr_shards(o, "base_shards", &run->binfo, st))
+	    attr_shards(o, "query_shards", "query_shard_count", &run->qinfo,
+			st) ||
+	    attr_shards(o, "base_shards", "base_shard_count", &run->binfo,
+			st))
 		return st->code;
 	for (int i = 0; i < PH_COUNT; i++) {
 		char name[64];

@@ -123,6 +123,13 @@ def case_shards(ctx, ranks):
             for i in range(len(SHARDS))]
     ctx.check(lines == want, "base_shards attribute %r, expected %r"
               % (lines, want))
+    with h5py.File(p("out.h5"), "r") as h5:
+        count = h5.attrs.get("base_shard_count")
+    ctx.check(count == len(SHARDS), "base_shard_count %r" % count)
+    rc, out, err, _ = ctx.run(1, ["inspect", p("out.h5")])
+    ctx.check(rc == 0 and "| base shards " in out and
+              "| 3: %s .. %s" % (want[0], want[-1]) in out,
+              "inspect shows the shards: rc %s\n%s%s" % (rc, out, err))
     # the job table lists a VDS's sources and a pattern's shards
     rc, out, err, _ = ctx.run(1, ["plan", "-q", "@" + p("queries.txt"),
                                   "-b", p("vds.h5"), "-k", 3])
