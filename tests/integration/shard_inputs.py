@@ -10,9 +10,15 @@ a pattern matching nothing, shards of different widths.
 """
 
 import os
+import re
+import signal
+import subprocess
+import time
 
 import h5py
 import numpy as np
+
+import compare
 
 
 SEED = 20261125
@@ -126,6 +132,8 @@ def case_shards(ctx, ranks):
     with h5py.File(p("out.h5"), "r") as h5:
         count = h5.attrs.get("base_shard_count")
     ctx.check(count == len(SHARDS), "base_shard_count %r" % count)
+    if 1 in ranks:
+        resume_changed_shard(ctx)
     rc, out, err, _ = ctx.run(1, ["inspect", p("out.h5")])
     ctx.check(rc == 0 and "| base shards " in out and
               "| 3: %s .. %s" % (want[0], want[-1]) in out,
@@ -159,6 +167,63 @@ def empty_queries(ctx, nranks, bspec):
         ctx.check(got == shapes and rows == 0, "%s: datasets %r, "
                   "query_rows %r, expected %r and 0" % (what, got, rows,
                                                         shapes))
+
+
+def _rows_done(path):
+    try:
+        with open(path) as fh:
+            m = re.search(r"^rows_done = (\d+) of", fh.read(), re.M)
+    except OSError:
+        return -1
+    return int(m.group(1)) if m else -1
+
+
+def resume_changed_shard(ctx):
+    """An interrupted run over a pattern: --resume after one shard's value
+    changed is refused; with the shard restored it finishes, bit-identical
+    to a run over the plain dataset."""
+    folder = ctx.path("rs")
+    shards = ((0, 6000, "<f4"), (6000, 9000, "<f2"), (9000, 16000, "<f4"))
+    b = shard_rows(16000, 32, SEED + 2, shards)
+    names = write_shards(folder, b, shards, "s-%d.h5", "x")
+    plain, out = ctx.path("rs-plain.h5"), ctx.path("rs-out.h5")
+    with h5py.File(plain, "w") as h5:
+        h5["train"] = b
+        h5["test"] = b[:1500]
+    job = ["topk", "-q", plain + ":/test", "-b", "-", "-k", 10]
+    if not ctx.run_ok(1, job[:4] + [plain] + job[5:] + ["-o", ctx.path(
+            "rs-ref.h5")], "resume: plain run"):
+        return
+    job[4] = os.path.join(folder, "s-*.h5") + ":/x"
+    argv = job + ["--chunk-rows", 40, "--checkpoint-seconds", 0, "-o", out]
+    # one rank without mpiexec (a singleton): the signal goes to xjoin
+    print("[singleton] xjoin %s" % " ".join(map(str, argv)), flush=True)
+    p = subprocess.Popen([ctx.xjoin] + [str(a) for a in argv],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=ctx.env(1), cwd=ctx.tmp)
+    t0 = time.time()
+    while p.poll() is None and time.time() - t0 < 60 and \
+            _rows_done(out + ".progress") <= 0:
+        time.sleep(0.05)
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    if not ctx.check(p.returncode == 5, "resume: interrupted run exit %s, "
+                     "expected 5" % p.returncode):
+        return
+    with open(names[1], "rb") as fh:
+        saved = fh.read()
+    with h5py.File(names[1], "r+") as h5:
+        h5["x"][17, 3] += 1
+    rc, sout, serr, _ = ctx.run(1, job + ["--resume", "-o", out])
+    ctx.check(rc == 3 and "changed since the interrupted run" in serr,
+              "resume with a changed shard: exit %s, expected 3\n%s"
+              % (rc, serr))
+    with open(names[1], "wb") as fh:
+        fh.write(saved)
+    if ctx.run_ok(1, job + ["--resume", "-o", out], "resume: shard back"):
+        ctx.check(compare.compare(out, ctx.path("rs-ref.h5")) == 0,
+                  "resumed pattern run differs from the plain run")
 
 
 # ------------------------------------------------------------ catalogue
