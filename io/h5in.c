@@ -29,8 +29,8 @@
 
 #include <hdf5.h>
 
-#include "folder.h"
 #include "h5check.h"
+#include "h5in_int.h"
 #include "h5shards.h"
 
 struct h5in {
@@ -43,12 +43,6 @@ struct h5in {
 	int64_t cur;      /* shards: the one open in file/dset, or -1 */
 };
 
-/* A VDS whose sources are VDSs, and so on: deeper is refused (a loop of
- * VDSs naming each other would never end). */
-#define H5IN_VDS_DEPTH_MAX 4
-
-/* "file:dataset: rows [a, b)" */
-#define H5IN_LABEL_MAX (XJ_PATH_MAX + XJ_NAME_MAX + 64)
 
 /* Names listed when a file holds several 2-D datasets and none is named. */
 #define H5IN_LIST_MAX 480
@@ -70,7 +64,7 @@ typedef H5O_info_t h5in_oinfo;
 	H5Ovisit2((id), H5_INDEX_NAME, H5_ITER_INC, (op), (data), H5O_INFO_BASIC)
 #endif
 
-static void h5in_close_id(hid_t *id, herr_t (*close)(hid_t))
+void h5in_close_id(hid_t *id, herr_t (*close)(hid_t))
 {
 	if (*id >= 0)
 		close(*id);
@@ -112,7 +106,7 @@ int h5in_parse_spec(const char *spec, char *file, char *dset, xj_status *st)
 
 /* Clear reasons before HDF5 sees the file: missing, unreadable, not HDF5.
  * label is "file" or "file:dataset". */
-static int h5in_check_file(const char *file, const char *label,
+int h5in_check_file(const char *file, const char *label,
 			   xj_status *st)
 {
 	struct stat sb;
@@ -146,7 +140,7 @@ static int h5in_check_file(const char *file, const char *label,
 	return XJ_OK;
 }
 
-static int h5in_open_file(const char *file, const char *label, hid_t *fid,
+int h5in_open_file(const char *file, const char *label, hid_t *fid,
 			  xj_status *st)
 {
 	hid_t fapl;
@@ -299,7 +293,7 @@ static int h5in_search(hid_t fid, const char *file,
 	return XJ_OK;
 }
 
-static int h5in_resolve(hid_t fid, const char *file, const char *dset,
+int h5in_resolve(hid_t fid, const char *file, const char *dset,
 			const char *default_dset, char *out, xj_status *st)
 {
 	char name[XJ_NAME_MAX] = "";
@@ -412,160 +406,6 @@ static int h5in_check_chunk(hid_t space, const hsize_t *chunk,
 	return XJ_OK;
 }
 
-static int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
-			   int *wide_float, xj_status *st);
-
-/* The file HDF5 opens for a VDS source named name in vds_file (with
- * HDF5_VDS_PREFIX unset): "." is the VDS's own file, an absolute name is
- * itself, a relative one is looked for beside the VDS file, then from
- * the working directory. */
-static void h5in_source_path(const char *vds_file, const char *name,
-			     char *out, size_t size)
-{
-	char folder[XJ_PATH_MAX];
-	struct stat sb;
-
-	if (!strcmp(name, ".") || name[0] == '/') {
-		snprintf(out, size, "%s", !strcmp(name, ".") ? vds_file : name);
-		return;
-	}
-	folder_of(vds_file, folder, sizeof(folder));
-	if (snprintf(out, size, "%s/%s", folder, name) >= (int)size ||
-	    (stat(out, &sb) != 0 && stat(name, &sb) == 0))
-		snprintf(out, size, "%s", name);
-}
-
-/* Source file and dataset names of mapping i. */
-static int h5in_mapping_names(hid_t dcpl, size_t i, const char *vds_file,
-			      const char *label, char *path, char *dset,
-			      xj_status *st)
-{
-	char name[XJ_PATH_MAX];
-	ssize_t nf, nd;
-
-	if (H5_TRY(nf = H5Pget_virtual_filename(dcpl, i, name, sizeof(name)),
-		   st, XJ_EXIT_INPUT, "%s: source %zu file name", label, i) ||
-	    H5_TRY(nd = H5Pget_virtual_dsetname(dcpl, i, dset, XJ_NAME_MAX),
-		   st, XJ_EXIT_INPUT, "%s: source %zu dataset name", label, i))
-		return st->code;
-	if (nf >= (ssize_t)sizeof(name) || nd >= XJ_NAME_MAX)
-		return xj_fail(st, XJ_EXIT_INPUT, "%s: source %zu: name too "
-			       "long", label, i);
-	h5in_source_path(vds_file, name, path, XJ_PATH_MAX);
-	return XJ_OK;
-}
-
-/* The shape source i must have: the virtual block's for a source mapped
- * whole (HDF5 keeps no extent for it), else one past the source
- * selection's far corner. *whole: the shape must match exactly. */
-static int h5in_source_want(hid_t dcpl, size_t i, const char *label,
-			    hsize_t *want, int *whole, xj_status *st)
-{
-	hid_t vspace = H5I_INVALID_HID, sspace = H5I_INVALID_HID;
-	hsize_t lo[2], hi[2];
-
-	if (H5_TRY(vspace = H5Pget_virtual_vspace(dcpl, i), st, XJ_EXIT_INPUT,
-		   "%s: mapping %zu", label, i) ||
-	    H5_TRY(sspace = H5Pget_virtual_srcspace(dcpl, i), st,
-		   XJ_EXIT_INPUT, "%s: mapping %zu source space", label, i))
-		goto out;
-	*whole = H5Sget_select_type(sspace) == H5S_SEL_ALL;
-	if (*whole ? H5Sget_select_bounds(vspace, lo, hi) < 0 :
-	    H5Sget_simple_extent_ndims(sspace) != 2 ||
-	    H5Sget_select_bounds(sspace, lo, hi) < 0) {
-		H5Eclear2(H5E_DEFAULT);
-		xj_fail(st, XJ_EXIT_INPUT, "%s: mapping %zu selects no 2-D "
-			"block", label, i);
-		goto out;
-	}
-	want[0] = *whole ? hi[0] - lo[0] + 1 : hi[0] + 1;
-	want[1] = *whole ? hi[1] - lo[1] + 1 : hi[1] + 1;
-out:
-	h5in_close_id(&sspace, H5Sclose);
-	h5in_close_id(&vspace, H5Sclose);
-	return st->code;
-}
-
-/* Source i of a VDS: present, numeric, stored, and of the shape the VDS
- * maps (a source rewritten with another width would read as fill
- * values or fail half-way). */
-static int h5in_check_source(hid_t dcpl, size_t i, const char *vds_file,
-			     const char *label, int depth, int *wide_float,
-			     xj_status *st)
-{
-	char dset[XJ_NAME_MAX];
-	h5in_info src;
-	hid_t fid = H5I_INVALID_HID;
-	hsize_t want[2] = { 0, 0 };
-	int whole = 0;
-
-	memset(&src, 0, sizeof(src));
-	if (h5in_mapping_names(dcpl, i, vds_file, label, src.file, dset, st) ||
-	    h5in_source_want(dcpl, i, label, want, &whole, st))
-		return st->code;
-	if (h5in_check_file(src.file, src.file, st) ||
-	    h5in_open_file(src.file, src.file, &fid, st) ||
-	    h5in_resolve(fid, src.file, dset, "", src.dset, st) ||
-	    h5in_check_dset(fid, &src, depth + 1, wide_float, st))
-		goto out;
-	if (whole ? (hsize_t)src.rows != want[0] || (hsize_t)src.cols != want[1]
-		  : (hsize_t)src.rows < want[0] || (hsize_t)src.cols < want[1])
-		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: is %lld x %lld, the virtual "
-			"dataset maps %s%llu x %llu", src.file, src.dset,
-			(long long)src.rows, (long long)src.cols,
-			whole ? "it as " : "rows and columns up to ",
-			(unsigned long long)want[0],
-			(unsigned long long)want[1]);
-out:
-	h5in_close_id(&fid, H5Fclose);
-	if (st->code)
-		xj_wrap(st, "%s: virtual dataset source %zu", label, i);
-	return st->code;
-}
-
-/*
- * A VDS stores nothing itself (its storage size is 0): what must be
- * stored is every source, and the mappings must cover the whole VDS, or
- * the unmapped values read as fill values.
- */
-static int h5in_check_virtual(hid_t dcpl, const hsize_t *dims,
-			      const char *file, const char *label, int depth,
-			      int *wide_float, xj_status *st)
-{
-	size_t count = 0;
-	hsize_t mapped = 0;
-
-	if (depth >= H5IN_VDS_DEPTH_MAX)
-		return xj_fail(st, XJ_EXIT_INPUT, "%s: virtual datasets nested "
-			       "more than %d deep (a loop?)", label,
-			       H5IN_VDS_DEPTH_MAX);
-	if (H5_TRY(H5Pget_virtual_count(dcpl, &count), st, XJ_EXIT_INPUT,
-		   "%s: virtual mappings", label))
-		return st->code;
-	for (size_t i = 0; i < count; i++) {
-		hid_t vspace;
-		hssize_t points;
-
-		if (H5_TRY(vspace = H5Pget_virtual_vspace(dcpl, i), st,
-			   XJ_EXIT_INPUT, "%s: mapping %zu", label, i))
-			return st->code;
-		points = H5Sget_select_npoints(vspace);
-		H5Sclose(vspace);
-		mapped += points > 0 ? (hsize_t)points : 0;
-		if (h5in_check_source(dcpl, i, file, label, depth, wide_float,
-				      st))
-			return st->code;
-	}
-	if (mapped < dims[0] * dims[1])
-		return xj_fail(st, XJ_EXIT_INPUT, "%s: its %zu sources map %llu "
-			       "of its %llu x %llu values; the rest would read "
-			       "as fill values", label, count,
-			       (unsigned long long)mapped,
-			       (unsigned long long)dims[0],
-			       (unsigned long long)dims[1]);
-	return XJ_OK;
-}
-
 /*
  * A header can declare any shape: a 10^12-row dataset whose data was never
  * written (or was cut off) costs a few bytes on disk, reads as fill values
@@ -592,8 +432,8 @@ static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 		goto out;
 	}
 	if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
-		rc = h5in_check_virtual(dcpl, dims, file, label, depth,
-					wide_float, st);
+		rc = h5vds_check(dcpl, dims, file, label, depth, wide_float,
+				 st);
 	} else if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
 		if (H5_TRY(H5Pget_chunk(dcpl, 2, chunk), st, XJ_EXIT_INPUT,
 			   "%s: chunk shape", label) ||
@@ -639,7 +479,7 @@ out:
 
 /* Shape and type of the resolved dataset into info. depth: how many
  * VDSs lead to it. */
-static int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
+int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
 			   int *wide_float, xj_status *st)
 {
 	char label[H5IN_LABEL_MAX];
@@ -734,60 +574,6 @@ int h5in_probe(const char *file, const char *dset, const char *default_dset,
 			       st);
 }
 
-/* The sources of an open VDS, for the job table (none otherwise). */
-static int h5in_vds_sources(h5in *h, xj_status *st)
-{
-	char label[H5IN_LABEL_MAX];
-	hid_t dcpl;
-	size_t count = 0;
-	int rc = XJ_OK;
-
-	snprintf(label, sizeof(label), "%s:%s", h->info.file, h->info.dset);
-	if (H5_TRY(dcpl = H5Dget_create_plist(h->dset), st, XJ_EXIT_INPUT,
-		   "%s: creation properties", label))
-		return st->code;
-	if (H5Pget_layout(dcpl) != H5D_VIRTUAL ||
-	    H5_TRY(H5Pget_virtual_count(dcpl, &count), st, XJ_EXIT_INPUT,
-		   "%s: virtual mappings", label))
-		goto out;
-	h->src = calloc(count ? count : 1, sizeof(*h->src));
-	if (!h->src) {
-		rc = xj_fail(st, XJ_EXIT_RESOURCE, "%s: out of memory", label);
-		goto out;
-	}
-	for (size_t i = 0; i < count; i++) {
-		h5in_source *s = &h->src[i];
-		hsize_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
-		hid_t vspace = H5Pget_virtual_vspace(dcpl, i);
-
-		if (H5_TRY(vspace, st, XJ_EXIT_INPUT, "%s: mapping %zu", label,
-			   i) ||
-		    h5in_mapping_names(dcpl, i, h->info.file, label, s->file,
-				       s->dset, st)) {
-			h5in_close_id(&vspace, H5Sclose);
-			goto out;
-		}
-		if (s->dset[0] != '/') {   /* names are absolute in messages */
-			memmove(s->dset + 1, s->dset, sizeof(s->dset) - 1);
-			s->dset[0] = '/';
-			s->dset[sizeof(s->dset) - 1] = '\0';
-		}
-		/* an empty selection has no bounds: it maps no rows */
-		if (H5Sget_select_bounds(vspace, lo, hi) >= 0) {
-			s->row0 = (int64_t)lo[0];
-			s->rows = (int64_t)(hi[0] - lo[0] + 1);
-			s->col0 = (int64_t)lo[1];
-			s->cols = (int64_t)(hi[1] - lo[1] + 1);
-		}
-		H5Eclear2(H5E_DEFAULT);
-		H5Sclose(vspace);
-		h->nsrc++;
-	}
-out:
-	H5Pclose(dcpl);
-	return st->code ? st->code : rc;
-}
-
 const h5in_source *h5in_sources(const h5in *h, int64_t *count)
 {
 	*count = h ? h->nsrc : 0;
@@ -836,7 +622,7 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 	     H5_TRY(h->dset = H5Dopen2(h->file, now.dset, H5P_DEFAULT), st,
 		    XJ_EXIT_INPUT, "%s:%s: cannot open dataset", now.file,
 		    now.dset) ||
-	     h5in_vds_sources(h, st)))
+	     h5vds_sources(h->dset, &h->info, &h->src, &h->nsrc, st)))
 		goto fail;
 	*out = h;
 	return XJ_OK;
