@@ -7,6 +7,7 @@
 #include "inspect_int.h"
 
 #include <inttypes.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "version.h"
@@ -266,6 +267,32 @@ static void json_verdict(struct insp *in, const xj_status *st)
 
 /* ---- results: the description ----------------------------------------- */
 
+/* The shards of a pattern or list input (ROLE_shard_count, and
+ * ROLE_shards: one "FILE:DATASET" a line, perhaps only the first ones):
+ * how many, the first and the last listed. */
+static void table_shards(struct insp *in, struct table *t, const char *role)
+{
+	char name[64], label[64];
+	const char *list, *last, *end;
+	int64_t count = 0;
+
+	snprintf(name, sizeof(name), "%s_shard_count", role);
+	inspect_attr_i64(in, name, &count);
+	snprintf(name, sizeof(name), "%s_shards", role);
+	list = inspect_attr_str(in, name);
+	if (!list || !list[0])
+		return;
+	end = list + strlen(list);
+	if (end > list && end[-1] == '\n')
+		end--;
+	for (last = end; last > list && last[-1] != '\n'; last--)
+		;
+	snprintf(label, sizeof(label), "%s shards", role);
+	inspect_table_kv(t, label, "%" PRId64 ": %.*s%s%.*s", count,
+			 (int)strcspn(list, "\n"), list, count > 1 ? " .. " :
+			 "", count > 1 ? (int)(end - last) : 0, last);
+}
+
 static void table_input(struct insp *in, struct table *t, const char *role)
 {
 	char name[64];
@@ -283,8 +310,11 @@ static void table_input(struct insp *in, struct table *t, const char *role)
 	inspect_attr_i64(in, "dimension", &d);
 	if (!file)
 		return;
-	inspect_table_kv(t, role, "%s:%s, %" PRId64 " x %" PRId64 " %s", file,
-			 dset ? dset : "?", rows, d, type ? type : "?");
+	/* a list of shards ("@list.txt") names no dataset of its own */
+	inspect_table_kv(t, role, "%s%s%s, %" PRId64 " x %" PRId64 " %s", file,
+			 dset && !dset[0] ? "" : ":", dset ? dset : "?", rows, d,
+			 type ? type : "?");
+	table_shards(in, t, role);
 }
 
 /* One row per phase of the last run, in the order they run. */

@@ -70,13 +70,42 @@ static int resolve_one(const char *spec, const char *def, h5in_info *info,
 	return st->code;
 }
 
-static int same_file(const char *a, const char *b)
+static int same_input(const h5in_info *a, const h5in_info *b)
 {
 	char ra[PATH_MAX], rb[PATH_MAX];
 
-	if (!realpath(a, ra) || !realpath(b, rb))
+	if (strcmp(a->dset, b->dset) || a->shards != b->shards)
+		return 0;
+	if (a->shards)   /* a pattern or list: the same shards alike */
+		return a->shards_hash == b->shards_hash;
+	if (!realpath(a->file, ra) || !realpath(b->file, rb))
 		return 0;
 	return strcmp(ra, rb) == 0;
+}
+
+/* Rank 0: the shards of a pattern or list, or the sources of a VDS,
+ * under the job table (nothing for a plain dataset). */
+static void print_sources(const char *what, const h5in_info *info)
+{
+	const int shown_max = 32;
+	const h5in_source *s;
+	int64_t n, i;
+	xj_status st;
+	h5in *h;
+
+	if (h5in_open(info, &h, &st))
+		return;   /* the run meets and reports it */
+	s = h5in_sources(h, &n);
+	if (n)
+		printf("# %s: %" PRId64 " %s\n", what, n, info->shards ?
+		       "shards" : "virtual dataset sources");
+	for (i = 0; i < n && i < shown_max; i++)
+		printf("#   rows [%" PRId64 ", %" PRId64 "), columns [%" PRId64
+		       ", %" PRId64 "): %s:%s\n", s[i].row0, s[i].row0 + s[i].rows,
+		       s[i].col0, s[i].col0 + s[i].cols, s[i].file, s[i].dset);
+	if (n > shown_max)
+		printf("#   ... and %" PRId64 " more\n", n - shown_max);
+	h5in_close(h);
 }
 
 /* Bytes of the output's datasets; HDF5 adds some KiB of metadata. */
@@ -144,6 +173,13 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 		return xj_wrap(st, "queries");
 	if (resolve_one(job->base_file, "train", bi, st))
 		return xj_wrap(st, "base");
+	/* an empty query set is a valid, empty result; an empty base
+	 * leaves every query without neighbours, and a matrix without
+	 * columns: most likely a failed step before this one */
+	if (bi->rows == 0)
+		return xj_fail(st, XJ_EXIT_INPUT, "base: %s%s%s: has 0 rows, "
+			       "nothing to join against", bi->file,
+			       bi->dset[0] ? ":" : "", bi->dset);
 	if (qi->cols != bi->cols)
 		return xj_fail(st, XJ_EXIT_INPUT, "dimensions differ: queries "
 			       "%s:%s have %" PRId64 " columns, base %s:%s has %"
@@ -157,7 +193,7 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 	job->n = qi->rows;
 	job->m = bi->rows;
 	job->d = qi->cols;
-	if (same_file(qi->file, bi->file) && !strcmp(qi->dset, bi->dset) &&
+	if (same_input(qi, bi) &&
 	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK))
 		job->self = 1;
 	if (job->command == XJ_CMD_TOPK && job->k > job->m - job->self)
@@ -417,6 +453,50 @@ static int64_t rank_budget(const xj_job *job, const xj_comm *c,
 	return min;
 }
 
+/*
+ * Every rank: the shards of a pattern or list as the attribute name, one
+ * "FILE:DATASET" a line in row order, and their count as count_name. An
+ * attribute holds 32 KiB here, so a list longer than that keeps its
+ * first lines and says how many more.
+ */
+static int attr_shards(h5out *o, const char *name, const char *count_name,
+		       const h5in_info *info, xj_status *st)
+{
+	const size_t cap = 32000;
+	const h5in_source *s;
+	int64_t n, i;
+	size_t used = 0;
+	char *text;
+	h5in *h;
+
+	if (!info->shards)
+		return XJ_OK;
+	if (h5in_open(info, &h, st))
+		return st->code;
+	s = h5in_sources(h, &n);
+	text = calloc(cap + 64, 1);
+	if (!text) {
+		h5in_close(h);
+		return xj_fail(st, XJ_EXIT_RESOURCE, "attribute %s: out of "
+			       "memory", name);
+	}
+	for (i = 0; i < n; i++) {
+		size_t len = strlen(s[i].file) + strlen(s[i].dset) + 2;
+
+		if (used + len > cap)
+			break;
+		used += (size_t)sprintf(text + used, "%s:%s\n", s[i].file,
+					s[i].dset);
+	}
+	if (i < n)
+		sprintf(text + used, "... and %" PRId64 " more\n", n - i);
+	h5in_close(h);
+	if (h5out_attr_str(o, name, text, st) == XJ_OK)
+		h5out_attr_i64(o, count_name, n, st);
+	free(text);
+	return st->code;
+}
+
 static int write_attrs(const xj_run *run, int threads, xj_status *st)
 {
 	const xj_job *job = run->job;
@@ -453,7 +533,11 @@ static int write_attrs(const xj_run *run, int threads, xj_status *st)
 	    h5out_attr_i64(o, "threads_per_rank", threads, st) ||
 	    h5out_attr_i64(o, "query_chunk_rows", run->pl.qchunk_rows, st) ||
 	    h5out_attr_i64(o, "base_chunk_rows", run->pl.bchunk_rows, st) ||
-	    h5out_attr_str(o, "created", when, st))
+	    h5out_attr_str(o, "created", when, st) ||
+	    attr_shards(o, "query_shards", "query_shard_count", &run->qinfo,
+			st) ||
+	    attr_shards(o, "base_shards", "base_shard_count", &run->binfo,
+			st))
 		return st->code;
 	for (int i = 0; i < PH_COUNT; i++) {
 		char name[64];
@@ -513,6 +597,8 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	print_ranks(c, threads, &dev);
 	if (c->rank == 0) {
 		job_print(job, c->nranks);
+		print_sources("query", &run.qinfo);
+		print_sources("base", &run.binfo);
 		plan_print(stdout, &run.pin, &run.pl);
 		fflush(stdout);
 	}

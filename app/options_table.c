@@ -27,13 +27,15 @@ const struct opt options_table[] = {
 	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
 	  .metavar = "QUERIES",
 	  .help = "query rows, FILE[:DATASET]; DATASET defaults to\n"
-		  "'test', else the only 2-D dataset in FILE" },
+		  "'test', else the only 2-D dataset in FILE;\n"
+		  "shards as one: a quoted glob pattern, or @LIST" },
 	{ .name = "base", .short_name = 'b', .kind = K_INPUT,
 	  .offset = AT(base_file), .dset_offset = AT(base_dset),
 	  .cmds = T | M, .required = T | M | P, .group = GROUP_JOB,
 	  .metavar = "BASE",
 	  .help = "base rows, FILE[:DATASET]; DATASET defaults to\n"
-		  "'train', else the only 2-D dataset in FILE" },
+		  "'train', else the only 2-D dataset in FILE;\n"
+		  "shards as one: a quoted glob pattern, or @LIST" },
 	{ .name = "k", .short_name = 'k', .kind = K_INT64, .offset = AT(k),
 	  .lo = 1, .hi = INT64_MAX, .cmds = T, .required = T,
 	  .group = GROUP_JOB, .metavar = "K",

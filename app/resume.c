@@ -210,9 +210,15 @@ void resume_free(resume_record *r)
 static int fill_input(resume_input *in, const h5in_info *info,
 		      xj_status *st)
 {
-	char real[PATH_MAX];
+	char real[PATH_MAX + 1];
 
-	if (!realpath(info->file, real))
+	/* a pattern names no one file: it is recorded as given, and the
+	 * fingerprint covers every shard's rows */
+	if (info->shards && info->file[0] != '@')
+		snprintf(real, sizeof(real), "%s", info->file);
+	else if (info->shards && realpath(info->file + 1, real + 1))
+		real[0] = '@';
+	else if (!realpath(info->file, real))
 		return xj_fail(st, XJ_EXIT_INPUT, "%s: %s", info->file,
 			       strerror(errno));
 	if (strlen(real) >= sizeof(in->file))

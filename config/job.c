@@ -413,7 +413,8 @@ static void format_input(char *buf, size_t size, const char *file,
 		len = snprintf(buf, size, "%s:%s", file, dset);
 	else
 		len = snprintf(buf, size, "%s", file);
-	if (rows > 0 && d > 0 && len > 0 && (size_t)len < size)
+	/* d > 0 once resolved; an empty query set shows its 0 rows */
+	if (rows >= 0 && d > 0 && len > 0 && (size_t)len < size)
 		snprintf(buf + len, size - (size_t)len,
 			 ", %" PRId64 " x %" PRId64, rows, d);
 }

@@ -30,16 +30,19 @@
 #include <hdf5.h>
 
 #include "h5check.h"
+#include "h5in_int.h"
+#include "h5shards.h"
 
 struct h5in {
 	hid_t file;
 	hid_t dset;
 	h5in_info info;
 	int wide_float;   /* float wider than 32 bits: Inf may be overflow */
+	h5in_source *src; /* a VDS's sources or the shards, in row order */
+	int64_t nsrc;
+	int64_t cur;      /* shards: the one open in file/dset, or -1 */
 };
 
-/* "file:dataset: rows [a, b)" */
-#define H5IN_LABEL_MAX (XJ_PATH_MAX + XJ_NAME_MAX + 64)
 
 /* Names listed when a file holds several 2-D datasets and none is named. */
 #define H5IN_LIST_MAX 480
@@ -61,7 +64,7 @@ typedef H5O_info_t h5in_oinfo;
 	H5Ovisit2((id), H5_INDEX_NAME, H5_ITER_INC, (op), (data), H5O_INFO_BASIC)
 #endif
 
-static void h5in_close_id(hid_t *id, herr_t (*close)(hid_t))
+void h5in_close_id(hid_t *id, herr_t (*close)(hid_t))
 {
 	if (*id >= 0)
 		close(*id);
@@ -103,7 +106,7 @@ int h5in_parse_spec(const char *spec, char *file, char *dset, xj_status *st)
 
 /* Clear reasons before HDF5 sees the file: missing, unreadable, not HDF5.
  * label is "file" or "file:dataset". */
-static int h5in_check_file(const char *file, const char *label,
+int h5in_check_file(const char *file, const char *label,
 			   xj_status *st)
 {
 	struct stat sb;
@@ -137,7 +140,7 @@ static int h5in_check_file(const char *file, const char *label,
 	return XJ_OK;
 }
 
-static int h5in_open_file(const char *file, const char *label, hid_t *fid,
+int h5in_open_file(const char *file, const char *label, hid_t *fid,
 			  xj_status *st)
 {
 	hid_t fapl;
@@ -290,7 +293,7 @@ static int h5in_search(hid_t fid, const char *file,
 	return XJ_OK;
 }
 
-static int h5in_resolve(hid_t fid, const char *file, const char *dset,
+int h5in_resolve(hid_t fid, const char *file, const char *dset,
 			const char *default_dset, char *out, xj_status *st)
 {
 	char name[XJ_NAME_MAX] = "";
@@ -413,6 +416,7 @@ static int h5in_check_chunk(hid_t space, const hsize_t *chunk,
  */
 static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 			     const hsize_t *dims, const char *label,
+			     const char *file, int depth, int *wide_float,
 			     xj_status *st)
 {
 	hid_t dcpl = H5I_INVALID_HID;
@@ -427,7 +431,10 @@ static int h5in_check_stored(hid_t dset, hid_t space, hid_t type,
 		rc = st->code;
 		goto out;
 	}
-	if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+	if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
+		rc = h5vds_check(dcpl, dims, file, label, depth, wide_float,
+				 st);
+	} else if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
 		if (H5_TRY(H5Pget_chunk(dcpl, 2, chunk), st, XJ_EXIT_INPUT,
 			   "%s: chunk shape", label) ||
 		    h5in_check_chunk(space, chunk, label, st) ||
@@ -470,9 +477,10 @@ out:
 	return rc;
 }
 
-/* Shape and type of the resolved dataset into info. */
-static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
-			   xj_status *st)
+/* Shape and type of the resolved dataset into info. depth: how many
+ * VDSs lead to it. */
+int h5in_check_dset(hid_t fid, h5in_info *info, int depth,
+			   int *wide_float, xj_status *st)
 {
 	char label[H5IN_LABEL_MAX];
 	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -501,20 +509,22 @@ static int h5in_check_dset(hid_t fid, h5in_info *info, int *wide_float,
 	    h5in_describe_type(type, label, info->type_desc,
 			       sizeof(info->type_desc), wide_float, st))
 		goto out;
-	if (dims[0] == 0 || dims[1] == 0) {
-		xj_fail(st, XJ_EXIT_INPUT, "%s: has %llu rows and %llu columns,"
-			" expected at least one of each", label,
-			(unsigned long long)dims[0],
-			(unsigned long long)dims[1]);
+	/* no rows is a valid (empty) input: the caller decides whether it
+	 * can join one; no columns is never a matrix of vectors */
+	if (dims[1] == 0) {
+		xj_fail(st, XJ_EXIT_INPUT, "%s: has %llu rows and 0 columns, "
+			"expected at least one column", label,
+			(unsigned long long)dims[0]);
 		goto out;
 	}
-	if (dims[0] > INT64_MAX || dims[1] > INT64_MAX / dims[0]) {
+	if (dims[0] > INT64_MAX || (dims[0] && dims[1] > INT64_MAX / dims[0])) {
 		xj_fail(st, XJ_EXIT_INPUT, "%s: %llu x %llu is too large",
 			label, (unsigned long long)dims[0],
 			(unsigned long long)dims[1]);
 		goto out;
 	}
-	if (h5in_check_stored(dset, space, type, dims, label, st))
+	if (h5in_check_stored(dset, space, type, dims, label, info->file,
+			      depth, wide_float, st))
 		goto out;
 	info->rows = (int64_t)dims[0];
 	info->cols = (int64_t)dims[1];
@@ -536,6 +546,9 @@ static int h5in_probe_wide(const char *file, const char *dset,
 	memset(info, 0, sizeof(*info));
 	if (!dset)
 		dset = "";
+	if (h5shards_is_multi(file))
+		return h5shards_probe(file, dset, default_dset, info, NULL,
+				      NULL, wide_float, st);
 	snprintf(label, sizeof(label), "%s%s%s", file,
 		 !dset[0] ? "" : dset[0] == '/' ? ":" : ":/", dset);
 	if (strlen(file) >= sizeof(info->file))
@@ -546,7 +559,7 @@ static int h5in_probe_wide(const char *file, const char *dset,
 	    h5in_open_file(file, label, &fid, st))
 		return st->code;
 	if (h5in_resolve(fid, file, dset, default_dset, info->dset, st) == 0)
-		h5in_check_dset(fid, info, wide_float, st);
+		h5in_check_dset(fid, info, 0, wide_float, st);
 	H5Fclose(fid);
 	return st->code;
 }
@@ -559,6 +572,12 @@ int h5in_probe(const char *file, const char *dset, const char *default_dset,
 	xj_ok(st);
 	return h5in_probe_wide(file, dset, default_dset, info, &wide_float,
 			       st);
+}
+
+const h5in_source *h5in_sources(const h5in *h, int64_t *count)
+{
+	*count = h ? h->nsrc : 0;
+	return h ? h->src : NULL;
 }
 
 int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
@@ -574,10 +593,22 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 			       info->file, info->dset);
 	h->file = H5I_INVALID_HID;
 	h->dset = H5I_INVALID_HID;
+	h->src = NULL;
+	h->nsrc = 0;
+	h->cur = -1;
 	/* probe again: the file may have changed since it was probed */
-	if (h5in_probe_wide(info->file, info->dset, "", &now, &h->wide_float,
+	if (info->shards ?
+	    h5shards_probe(info->file, info->dset, info->shard_default, &now,
+			   &h->src, &h->nsrc, &h->wide_float, st) :
+	    h5in_probe_wide(info->file, info->dset, "", &now, &h->wide_float,
 			    st))
 		goto fail;
+	if (now.shards_hash != info->shards_hash) {
+		xj_fail(st, XJ_EXIT_INPUT, "%s: its shards changed while "
+			"running (this rank sees other files or shapes)",
+			info->file);
+		goto fail;
+	}
 	if (now.rows != info->rows || now.cols != info->cols) {
 		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: changed while running "
 			"(%lld x %lld, was %lld x %lld)", info->file,
@@ -586,10 +617,12 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 		goto fail;
 	}
 	h->info = now;
-	if (h5in_open_file(info->file, info->file, &h->file, st) ||
-	    H5_TRY(h->dset = H5Dopen2(h->file, now.dset, H5P_DEFAULT), st,
-		   XJ_EXIT_INPUT, "%s:%s: cannot open dataset", now.file,
-		   now.dset))
+	if (!info->shards &&
+	    (h5in_open_file(info->file, info->file, &h->file, st) ||
+	     H5_TRY(h->dset = H5Dopen2(h->file, now.dset, H5P_DEFAULT), st,
+		    XJ_EXIT_INPUT, "%s:%s: cannot open dataset", now.file,
+		    now.dset) ||
+	     h5vds_sources(h->dset, &h->info, &h->src, &h->nsrc, st)))
 		goto fail;
 	*out = h;
 	return XJ_OK;
@@ -619,30 +652,124 @@ static int64_t h5in_first_bad(const float *x, int64_t count)
 	return -1;
 }
 
+/* The shard holding global row r (shards are in row order). */
+static const h5in_source *h5in_shard_of(const h5in *h, int64_t r)
+{
+	int64_t lo = 0, hi = h->nsrc - 1;
+
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (h->src[mid].row0 <= r)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return &h->src[lo];
+}
+
 static int h5in_scan(const h5in *h, int64_t row0, int64_t rows,
 		     const float *out, xj_status *st)
 {
-	int64_t cols = h->info.cols, at;
+	int64_t cols = h->info.cols, at, r;
+	const char *what;
 	float v;
 
 	at = h5in_first_bad(out, rows * cols);
 	if (at < 0)
 		return XJ_OK;
 	v = out[at];
+	r = row0 + at / cols;
+	what = isnan(v) ? "NaN" : h->wide_float ?
+	       "out of float32 range or Inf" : v > 0 ? "Inf" : "-Inf";
+	if (h->info.shards) {
+		const h5in_source *s = h5in_shard_of(h, r);
+
+		return xj_fail(st, XJ_EXIT_INPUT, "%s:%s: row %lld column "
+			       "%lld is %s (row %lld of %s)", s->file, s->dset,
+			       (long long)(r - s->row0), (long long)(at % cols),
+			       what, (long long)r, h->info.file);
+	}
 	return xj_fail(st, XJ_EXIT_INPUT, "%s:%s: row %lld column %lld is %s",
-		       h->info.file, h->info.dset, (long long)(row0 + at / cols),
-		       (long long)(at % cols),
-		       isnan(v) ? "NaN" :
-		       h->wide_float ? "out of float32 range or Inf" :
-		       v > 0 ? "Inf" : "-Inf");
+		       h->info.file, h->info.dset, (long long)r,
+		       (long long)(at % cols), what);
 }
 
-int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
+/* Rows [row0, row0 + rows) of an open dataset, as float32. */
+static int h5in_read_slab(hid_t dset, const char *file, const char *name,
+			  int64_t row0, int64_t rows, int64_t cols, float *out,
+			  xj_status *st)
 {
 	char label[H5IN_LABEL_MAX];
 	hid_t fspace = H5I_INVALID_HID, mspace = H5I_INVALID_HID;
 	hsize_t start[2], count[2];
 
+	snprintf(label, sizeof(label), "%s:%s: rows [%lld, %lld)", file, name,
+		 (long long)row0, (long long)(row0 + rows));
+	start[0] = (hsize_t)row0;
+	start[1] = 0;
+	count[0] = (hsize_t)rows;
+	count[1] = (hsize_t)cols;
+	/* on failure st holds the reason; the ids are closed either way */
+	(void)(H5_TRY(fspace = H5Dget_space(dset), st, XJ_EXIT_INPUT,
+		      "%s: dataspace", label) ||
+	       H5_TRY(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
+					  count, NULL), st, XJ_EXIT_INTERNAL,
+		      "%s: select", label) ||
+	       H5_TRY(mspace = H5Screate_simple(2, count, NULL), st,
+		      XJ_EXIT_RESOURCE, "%s: memory dataspace", label) ||
+	       H5_TRY(H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace,
+			      H5P_DEFAULT, out), st, XJ_EXIT_INPUT,
+		      "%s: read failed (truncated or corrupt file?)", label));
+	h5in_close_id(&mspace, H5Sclose);
+	h5in_close_id(&fspace, H5Sclose);
+	return st->code;
+}
+
+/* Make shard i the open one: one shard file open at a time, so a list
+ * of thousands stays within the limit on open files. */
+static int h5in_shard_open(h5in *h, int64_t i, xj_status *st)
+{
+	const h5in_source *s = &h->src[i];
+
+	if (h->cur == i)
+		return XJ_OK;
+	h5in_close_id(&h->dset, H5Dclose);
+	h5in_close_id(&h->file, H5Fclose);
+	h->cur = -1;
+	if (h5in_open_file(s->file, s->file, &h->file, st) ||
+	    H5_TRY(h->dset = H5Dopen2(h->file, s->dset, H5P_DEFAULT), st,
+		   XJ_EXIT_INPUT, "%s:%s: cannot open dataset", s->file,
+		   s->dset))
+		return st->code;
+	h->cur = i;
+	return XJ_OK;
+}
+
+/* Rows of a pattern or list: a slab from each shard it spans. */
+static int h5in_read_shards(h5in *h, int64_t row0, int64_t rows, float *out,
+			    xj_status *st)
+{
+	int64_t cols = h->info.cols, end = row0 + rows;
+	int64_t i = h5in_shard_of(h, row0) - h->src;
+
+	for (; i < h->nsrc && h->src[i].row0 < end; i++) {
+		const h5in_source *s = &h->src[i];
+		int64_t a = row0 > s->row0 ? row0 : s->row0;
+		int64_t b = end < s->row0 + s->rows ? end : s->row0 + s->rows;
+
+		if (b <= a)
+			continue;
+		if (h5in_shard_open(h, i, st) ||
+		    h5in_read_slab(h->dset, s->file, s->dset, a - s->row0,
+				   b - a, cols, out + (a - row0) * cols, st))
+			return st->code;
+	}
+	return XJ_OK;
+}
+
+int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
+{
 	xj_ok(st);
 	if (!h || row0 < 0 || rows < 0 || row0 > h->info.rows - rows ||
 	    (rows > 0 && !out))
@@ -653,29 +780,12 @@ int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
 			       h ? (long long)h->info.rows : -1LL);
 	if (rows == 0)
 		return XJ_OK;
-	snprintf(label, sizeof(label), "%s:%s: rows [%lld, %lld)",
-		 h->info.file, h->info.dset, (long long)row0,
-		 (long long)(row0 + rows));
-	start[0] = (hsize_t)row0;
-	start[1] = 0;
-	count[0] = (hsize_t)rows;
-	count[1] = (hsize_t)h->info.cols;
-	if (H5_TRY(fspace = H5Dget_space(h->dset), st, XJ_EXIT_INPUT,
-		   "%s: dataspace", label) ||
-	    H5_TRY(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL,
-				       count, NULL), st, XJ_EXIT_INTERNAL,
-		   "%s: select", label) ||
-	    H5_TRY(mspace = H5Screate_simple(2, count, NULL), st,
-		   XJ_EXIT_RESOURCE, "%s: memory dataspace", label) ||
-	    H5_TRY(H5Dread(h->dset, H5T_NATIVE_FLOAT, mspace, fspace,
-			   H5P_DEFAULT, out), st, XJ_EXIT_INPUT,
-		   "%s: read failed (truncated or corrupt file?)", label))
-		goto out;
-	h5in_scan(h, row0, rows, out, st);
-out:
-	h5in_close_id(&mspace, H5Sclose);
-	h5in_close_id(&fspace, H5Sclose);
-	return st->code;
+	if (h->info.shards ?
+	    h5in_read_shards(h, row0, rows, out, st) :
+	    h5in_read_slab(h->dset, h->info.file, h->info.dset, row0, rows,
+			   h->info.cols, out, st))
+		return st->code;
+	return h5in_scan(h, row0, rows, out, st);
 }
 
 void h5in_close(h5in *h)
@@ -684,5 +794,6 @@ void h5in_close(h5in *h)
 		return;
 	h5in_close_id(&h->dset, H5Dclose);
 	h5in_close_id(&h->file, H5Fclose);
+	free(h->src);
 	free(h);
 }

@@ -1,10 +1,15 @@
 /*
  * h5in.h: reading input matrices from HDF5, one row slab at a time.
  *
- * defines: h5in_info, h5in, h5in_parse_spec, h5in_probe, h5in_open,
- *          h5in_read, h5in_close
+ * defines: h5in_info, h5in, h5in_source, h5in_parse_spec, h5in_probe,
+ *          h5in_open, h5in_read, h5in_sources, h5in_close
  *
- * An input is FILE[:DATASET]. Every numeric HDF5 type (u8 .. i64, f32, f64)
+ * An input is FILE[:DATASET], or several files read as one (io/h5shards.h):
+ * a glob(3) pattern ("shards/emb-*.h5:/vectors") or a list ("@list.txt",
+ * one FILE[:DATASET] a line), their rows numbered across the shards in
+ * order. A virtual dataset (VDS) is read through HDF5 like any dataset;
+ * its source datasets are checked as a plain dataset is (present, stored,
+ * of the shape the VDS maps). Every numeric HDF5 type (u8 .. i64, f32, f64)
  * is converted to float32 by HDF5 while reading. Each rank opens the file
  * itself (independent, read-only) and reads only the rows it needs, so no
  * rank ever holds a whole input it does not need.
@@ -26,7 +31,23 @@ typedef struct h5in_info {
 	int64_t rows;
 	int64_t cols;
 	char type_desc[32];       /* "float32", "uint8", ... for the job table */
+	/* several files as one (file is the pattern or "@list", dset what
+	 * the pattern named, "" for a list): the count, the default dataset
+	 * name, and a hash of the expanded list that every rank must see */
+	int64_t shards;           /* 0: one dataset */
+	char shard_default[16];
+	uint64_t shards_hash;
 } h5in_info;
+
+/* One source of an input: a shard of a pattern or list, or a source
+ * dataset of a VDS. It holds the input's rows [row0, row0 + rows) and
+ * columns [col0, col0 + cols). */
+typedef struct h5in_source {
+	char file[XJ_PATH_MAX];
+	char dset[XJ_NAME_MAX];
+	int64_t row0, rows;
+	int64_t col0, cols;
+} h5in_source;
 
 typedef struct h5in h5in;   /* an open dataset */
 
@@ -38,7 +59,10 @@ int h5in_parse_spec(const char *spec, char *file, char *dset, xj_status *st);
 /* Open file, resolve the dataset and check it. dset "" means: default_dset
  * ("test" for queries, "train" for base) if present, else the only 2-D
  * dataset in the file (error if none or several). Checks: file exists and
- * is HDF5, dataset exists, is 2-D, numeric, rows > 0, cols > 0. */
+ * is HDF5, dataset exists, is 2-D, numeric, cols > 0 (rows may be 0: an
+ * empty input, which the caller may refuse), and its
+ * data (or every VDS source's, or every shard's) is stored. A pattern or
+ * list is expanded here; its shards must share the width. */
 int h5in_probe(const char *file, const char *dset, const char *default_dset,
 	       h5in_info *info, xj_status *st);
 
@@ -49,6 +73,10 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st);
  * with XJ_EXIT_INPUT naming the first global row holding NaN or Inf, or
  * the HDF5 error (truncated/corrupt file). rows may be 0. */
 int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st);
+
+/* The sources of an open input, in row order (count 0 for a plain
+ * dataset): what the job table and the output's attributes list. */
+const h5in_source *h5in_sources(const h5in *h, int64_t *count);
 
 void h5in_close(h5in *h);
 

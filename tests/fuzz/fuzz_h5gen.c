@@ -197,7 +197,7 @@ struct gen_dset {
 	hsize_t dims[3];
 	int stored;              /* HDF5 holds every value: must be accepted */
 	int missing;             /* chunks never written: must be refused */
-	int refusable;           /* not numeric, not 2-D or empty: refused */
+	int refusable;           /* not numeric, not 2-D or no columns */
 	int exact;               /* data[] is what every row must read as */
 	unsigned char *data;     /* rows x cols values, file type bytes */
 	int64_t slab_rows;       /* slab height to read it with */
@@ -420,10 +420,15 @@ static void gen_expect(struct gen_dset *d, const struct gen_plan *p,
 	hsize_t r0 = wrote == 2 ? p->band0 : 0;
 	hsize_t r1 = wrote == 2 ? p->band1 : wrote ? p->dims[0] : 0;
 
+	/* 0 rows is an empty input, valid (app/ refuses an empty base) */
 	d->refusable = !gen_types[p->type].numeric || p->rank != 2 ||
-		       final[0] == 0 || final[1] == 0;
+		       final[1] == 0;
 	if (failed || d->refusable)
 		return;
+	if (final[0] == 0) {   /* no values: nothing to store or miss */
+		d->stored = 1;
+		return;
+	}
 	switch (p->layout) {
 	case H5D_COMPACT:
 		d->stored = 1;

@@ -43,6 +43,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
 NRANKS = 2
@@ -535,8 +536,9 @@ def cases():
              topk("shapes.h5:/vec1d")),
         Case("3-D dataset", INPUT, r"shapes\.h5:/cube.*3-D",
              topk(None, "shapes.h5:/cube")),
-        Case("zero rows", INPUT, r"shapes\.h5:/norows.*0 rows",
-             topk("shapes.h5:/norows")),
+        Case("zero rows in the base", INPUT,
+             r"base: \S*shapes\.h5:/norows: has 0 rows",
+             topk(None, "shapes.h5:/norows")),
         Case("zero columns", INPUT, r"shapes\.h5:/nocols.*0 columns",
              topk(None, "shapes.h5:/nocols")),
         Case("several 2-D datasets, none named", INPUT,
@@ -668,7 +670,8 @@ def cases():
         Case("file size limit (ulimit -f)", RESOURCE,
              r"ulimit-f-/out\.h5",
              matrix("wide.h5", "wide.h5"), wrap=ULIMIT_WRAP),
-    ]
+        # --- sharded inputs: VDS sources, patterns, lists (3: input)
+    ] + shard_inputs.catalogue_cases(Case, INPUT)
 
 
 def main():

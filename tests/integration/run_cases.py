@@ -60,6 +60,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 import reference  # noqa: E402
+import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
 METRICS = reference.METRICS
@@ -754,7 +755,10 @@ def case_errors(ctx, ranks):
         ("string dataset", topk(bad + ":/strings"), 3, ["strings"]),
         ("fixed string dataset", topk(bad + ":/fixedstr"), 3,
          ["fixedstr"]),
-        ("zero rows", topk(bad + ":/empty"), 3, ["empty"]),
+        # no query rows is an empty result (shard_inputs.py); no base
+        # rows is an error
+        ("zero base rows", ["topk", "-q", good, "-b", bad + ":/empty",
+                            "-k", 5], 3, ["empty", "0 rows"]),
         ("dimensions differ", topk(bad + ":/wide"), 3, ["25"]),
         ("NaN in queries", topk(bad + ":/vals_a"), 3,
          ["vals_a", r"\b17\b", r"nan|not finite|non-finite"]),
@@ -1761,6 +1765,7 @@ CASES = {
     "resume_inround": case_resume_inround,
     "devices": case_devices,
     "diskfull": case_diskfull,
+    "shards": shard_inputs.case_shards,
 }
 
 
