@@ -52,6 +52,7 @@ struct h5out {
 	h5out_type type[H5OUT_SLOTS];
 	int64_t rows[H5OUT_SLOTS];
 	int64_t cols[H5OUT_SLOTS];
+	int rank1[H5OUT_SLOTS];  /* a 1-D dataset (h5out_add_vector) */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
@@ -474,6 +475,93 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 	return XJ_OK;
 }
 
+static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st);
+
+/* A 1-D dataset; growable ones are chunked (1 Mi elements at most) with
+ * no upper bound. */
+static int h5out_make_vector(h5out *h, const char *name, h5out_type type,
+			     int64_t len, int growable, xj_status *st)
+{
+	hid_t ftype = type == H5OUT_I64 ? H5T_STD_I64LE : H5T_IEEE_F32LE;
+	hid_t space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+	hsize_t dims[1] = { (hsize_t)len }, maxd[1] = { H5S_UNLIMITED };
+	hsize_t chunk[1] = { (hsize_t)1 << 20 };
+
+	if (H5_TRY(space = H5Screate_simple(1, dims, growable ? maxd : NULL),
+		   st, XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial,
+		   name) ||
+	    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
+		   name) ||
+	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
+		   name) ||
+	    /* every element is written (h5out_make_dataset says why) */
+	    H5_TRY(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name) ||
+	    (growable && H5_TRY(H5Pset_chunk(dcpl, 1, chunk), st,
+				XJ_EXIT_INTERNAL, "%s:%s: chunk", h->partial,
+				name)))
+		goto out;
+	if (H5_TRY(h->dset[h->ndset] = H5Dcreate2(h->file, name, ftype, space,
+						  H5P_DEFAULT, dcpl,
+						  H5P_DEFAULT), st,
+		   XJ_EXIT_RESOURCE, "%s:%s: cannot create a dataset of %lld",
+		   h->partial, name, (long long)len))
+		goto out;
+	h->type[h->ndset] = type;
+	h->rows[h->ndset] = len;
+	h->cols[h->ndset] = 1;
+	h->rank1[h->ndset] = 1;
+	strcpy(h->name[h->ndset], name);
+out:
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (space >= 0)
+		H5Sclose(space);
+	return st->code;
+}
+
+int h5out_add_vector(h5out *h, const char *name, h5out_type type,
+		     int64_t len, int growable, int *slot, xj_status *st)
+{
+	xj_ok(st);
+	*slot = -1;
+	if (h->reopened)
+		xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: 1-D datasets are not "
+			"reopened", h->partial, name);
+	else if (!h5out_check_args(h, name, len, 1, 0, st))
+		h5out_make_vector(h, name, type, len, growable, st);
+	if (h5out_agree(h, st)) {
+		if (h->ndset < H5OUT_SLOTS && h->dset[h->ndset] >= 0) {
+			H5Dclose(h->dset[h->ndset]);
+			h->dset[h->ndset] = H5I_INVALID_HID;
+		}
+		return st->code;
+	}
+	*slot = h->ndset++;
+	return XJ_OK;
+}
+
+int h5out_grow(h5out *h, int slot, int64_t len, xj_status *st)
+{
+	hsize_t dims[1] = { (hsize_t)len };
+
+	xj_ok(st);
+	if (slot < 0 || slot >= h->ndset || !h->rank1[slot] || len < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: no growable dataset "
+			       "slot %d", h->partial, slot);
+	if (len <= h->rows[slot])
+		return XJ_OK;
+	if (!H5_TRY(H5Dset_extent(h->dset[slot], dims), st, XJ_EXIT_RESOURCE,
+		    "%s:%s: extending to %lld elements", h->partial,
+		    h->name[slot], (long long)len))
+		h->rows[slot] = len;
+	else
+		h5out_room_hint(h, (len - h->rows[slot]) * 8, st);
+	return h5out_agree(h, st);
+}
+
 static int h5out_check_slab(const h5out *h, int slot, int64_t row0,
 			    int64_t rows, int64_t col0, int64_t cols,
 			    const void *buf, xj_status *st)
@@ -510,9 +598,11 @@ static int h5out_select(const h5out *h, int slot, int64_t row0,
 	hsize_t one[2] = { 1, 1 };
 	int empty = rows == 0 || cols == 0;
 
+	int ndim = h->rank1[slot] ? 1 : 2;
+
 	if (H5_TRY(*fspace = H5Dget_space(h->dset[slot]), st,
 		   XJ_EXIT_INTERNAL, "%s: dataspace", h->partial) ||
-	    H5_TRY(*mspace = H5Screate_simple(2, empty ? one : count, NULL),
+	    H5_TRY(*mspace = H5Screate_simple(ndim, empty ? one : count, NULL),
 		   st, XJ_EXIT_INTERNAL, "%s: memory dataspace", h->partial))
 		return st->code;
 	if (empty) {

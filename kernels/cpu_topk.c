@@ -809,23 +809,13 @@ static int64_t tile_rows(int64_t rows, int threads)
 	return (rows + nt - 1) / nt;
 }
 
-int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 {
-	cpu_backend *c = cpu_of(be);
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
 		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
-	int64_t bad, tq, ntiles;
-	double flops = 0;
-	int team;
+	int64_t bad;
 
-	if (!c->active)
-		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "cpu backend: topk_add before topk_begin");
-	if (cpu_check_rows_arg(c, b, "base", st))
-		return st->code;
-	if (b->rows == 0 || c->qrows == 0)
-		return XJ_OK;
 	if (base_reserve(c, b->rows, st))
 		return st->code;
 	bad = cpu_rows_prepare(c->cfg.metric, b->x, b->rows, c->cfg.d, c->bb,
@@ -841,6 +831,25 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
 		c->submax[j0 / TB] = mx;
 	}
+	return XJ_OK;
+}
+
+int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int64_t tq, ntiles;
+	double flops = 0;
+	int team;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_add before topk_begin");
+	if (cpu_check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (b->rows == 0 || c->qrows == 0)
+		return XJ_OK;
+	if (cpu_base_prepare(c, b, st))
+		return st->code;
 	tq = tile_rows(c->qrows, c->threads);
 	ntiles = (c->qrows + tq - 1) / tq;
 	team = ntiles > 1 &&
@@ -881,4 +890,32 @@ int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
 	c->active = 0;
 	c->qx = NULL;
 	return XJ_OK;
+}
+
+/* ---- shared with the range join (cpu_range.c) ---------------------- */
+
+float cpu_float_up(double x)
+{
+	return float_up(x);
+}
+
+double cpu_row_offset(const cpu_backend *c, int64_t i)
+{
+	return row_offset(c, i);
+}
+
+double cpu_row_err(const cpu_backend *c, int64_t i, double bmax)
+{
+	return row_err(c, i, bmax);
+}
+
+void cpu_tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
+		   const float *ba, int64_t tq, int64_t nb, int64_t j0)
+{
+	tile_gemm(c, t, qa, ba, tq, nb, j0);
+}
+
+int64_t cpu_tile_rows(int64_t rows, int threads)
+{
+	return tile_rows(rows, threads);
 }

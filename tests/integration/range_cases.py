@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Integration cases of `xjoin range`: CSR outputs checked bit for bit.
+
+    range_cases.py CASE [--np N] --xjoin PATH --mpiexec PATH [--workdir DIR]
+                   [--keep]
+
+Every output is compared with reference.range_join(): /indptr and
+/indices exactly, /distances as float32 bit patterns; the CSR attributes
+are checked too. Cases (those taking --np run only that rank count,
+otherwise 1..4):
+  range_random    random data with ties and far rows (run_cases.py's):
+                  every metric, thresholds exactly at a pair's value,
+                  one below every pair (no row matches) and one at a
+                  row's largest value (that row matches every base row),
+                  --self, and --chunk-rows 1 and 7 (the same bits)
+  range_realdata  a GloVe slice (data/glove-demo.h5), cosine and l2, on
+                  2 ranks; scipy.sparse.csr_matrix reads the output
+  range_errors    --max-pairs (exit 4, no output left), a missing
+                  threshold, -k, --device gpu (exit 2)
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import time
+import traceback
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402
+import run_cases  # noqa: E402
+from run_cases import Ctx, Failure, fval, load  # noqa: E402
+
+METRICS = reference.METRICS
+
+
+def ref_range(ctx, qspec, bspec, metric, t, self_exclude=False):
+    """(indptr, indices, distances) of the reference, cached."""
+    key = ("range", qspec, bspec, metric, t, self_exclude)
+    if key not in ctx.refs:
+        q = load(ctx, qspec, "test")
+        b = load(ctx, bspec, "train")
+        ctx.refs[key] = reference.range_join(q, b, metric, t, self_exclude)
+    return ctx.refs[key]
+
+
+def read_csr(path):
+    with h5py.File(path, "r") as h5:
+        attrs = {k: run_cases._attr(v) for k, v in h5.attrs.items()}
+        return (h5["indptr"][...], h5["indices"][...],
+                h5["distances"][...], attrs)
+
+
+def check_csr(ctx, out, ref, what, metric, t, shape):
+    """The output equals ref bit for bit; attributes describe it."""
+    ptr, idx, dist, attrs = read_csr(out)
+    rptr, ridx, rdist = ref
+    for name, a, b in (("indptr", ptr, rptr), ("indices", idx, ridx),
+                       ("distances", dist, rdist)):
+        same = a.dtype == b.dtype and a.shape == b.shape and \
+            np.array_equal(a.view(np.uint8), b.view(np.uint8))
+        if not ctx.check(same, "%s: /%s differs (%s %s vs %s %s)"
+                         % (what, name, a.dtype, a.shape, b.dtype,
+                            b.shape)):
+            if a.shape == b.shape:
+                bad = np.nonzero(a != b)[0][:5]
+                print("  first differences at %s: %s | %s"
+                      % (bad, a[bad], b[bad]))
+    want = {"command": "range", "metric": metric, "schema_version": 1,
+            "query_rows": shape[0], "base_rows": shape[1],
+            "nnz": len(ridx), "threshold": t}
+    for k, v in want.items():
+        ctx.check(attrs.get(k) == v, "%s: attribute %s = %r, expected %r"
+                  % (what, k, attrs.get(k), v))
+
+
+def range_run(ctx, nranks, argv, ref, what, metric, t, shape):
+    out = ctx.path("out.h5")
+    if os.path.exists(out):
+        os.remove(out)
+    if not ctx.run_ok(nranks, argv + ["-o", out], what):
+        return
+    ctx.check(not os.path.exists(out + ".partial"),
+              "%s: partial file left behind" % what)
+    check_csr(ctx, out, ref, what, metric, t, shape)
+
+
+def thresholds(ref_all):
+    """From the all-pairs reference values of a query x base matrix: a
+    value near the 2 % quantile (exactly some pair's value), one below
+    every value, and row 3's worst value (row 3 matches every base row),
+    each an exact float32 value."""
+    v = np.sort(ref_all.ravel())
+    return {"2%": float(v[len(v) // 50]), "none": float(v[0]),
+            "row 3 all": float(ref_all[3].max())}
+
+
+def case_range_random(ctx, ranks):
+    """One rank: every metric at every threshold, --self and one-row
+    chunks. More ranks: every metric at one threshold with 7-row chunks,
+    and --self (the same bits are the reference's)."""
+    run_cases.write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    q = load(ctx, "rand.h5", "test")
+    b = load(ctx, "rand.h5", "train")
+    shape = (q.shape[0], b.shape[0])
+    for nranks in ranks:
+        full = nranks == 1
+        for metric in METRICS:
+            vals = reference.matrix(q, b, metric)
+            if metric == "ip":      # larger is better: mirror the picks
+                vals = -vals
+            for name, t in thresholds(vals).items():
+                if not full and name != "2%":
+                    continue
+                if metric == "ip":
+                    t = -t
+                if name == "none":  # just past the best pair: none kept
+                    t = float(np.nextafter(np.float32(t), np.float32(
+                        np.inf if metric == "ip" else -np.inf)))
+                ref = ref_range(ctx, "rand.h5", "rand.h5", metric, t)
+                if name == "none":
+                    ctx.check(len(ref[1]) == 0, "%s: reference keeps %d "
+                              "pairs below every value"
+                              % (metric, len(ref[1])))
+                if name == "row 3 all":
+                    ctx.check(ref[0][4] - ref[0][3] == b.shape[0],
+                              "%s: reference row 3 keeps %d of %d"
+                              % (metric, ref[0][4] - ref[0][3], b.shape[0]))
+                tag = "np%d %s -t %s (%s)" % (nranks, metric, fval(t), name)
+                argv = ["range", "-q", f, "-b", f, "-m", metric,
+                        "-t", fval(t)]
+                if not full:
+                    argv += ["--chunk-rows", 7]
+                    tag += " --chunk-rows 7"
+                range_run(ctx, nranks, argv, ref, tag, metric, t, shape)
+                if full and name == "2%" and metric == "l2":
+                    range_run(ctx, nranks, argv + ["--chunk-rows", 1], ref,
+                              tag + " --chunk-rows 1", metric, t, shape)
+            if not full and metric != "cosine":
+                continue
+            s = f + ":/selfset"
+            sv = np.sort(reference.matrix(
+                load(ctx, "rand.h5:/selfset", "test"),
+                load(ctx, "rand.h5:/selfset", "train"), metric).ravel())
+            t = float(sv[len(sv) // 20] if metric != "ip" else
+                      sv[-(len(sv) // 20)])
+            ref = ref_range(ctx, "rand.h5:/selfset", "rand.h5:/selfset",
+                            metric, t, True)
+            range_run(ctx, nranks, ["range", "-q", s, "-b", s, "-m", metric,
+                                    "-t", fval(t), "--self"], ref,
+                      "np%d %s --self" % (nranks, metric), metric, t,
+                      (300, 300))
+
+
+def case_range_realdata(ctx, ranks):
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(here, "..", "..", "data", "glove-demo.h5")
+    g = ctx.path("glove.h5")
+    with h5py.File(src, "r") as h5:
+        base = h5["train"][:10000].astype(np.float32)
+        qs = h5["train"][19900:20000].astype(np.float32)
+    with h5py.File(g, "w") as h5:
+        h5["test"] = qs
+        h5["train"] = base
+    import scipy.sparse
+    for metric, t in (("cosine", 0.45), ("l2", 4.5)):
+        ref = ref_range(ctx, "glove.h5", "glove.h5", metric, t)
+        print("GloVe %s -t %g: %d pairs" % (metric, t, len(ref[1])))
+        ctx.check(len(ref[1]) > 100, "GloVe %s: only %d pairs"
+                  % (metric, len(ref[1])))
+        for nranks in [r for r in ranks if r in (1, 2)] or ranks:
+            what = "GloVe np%d %s -t %g" % (nranks, metric, t)
+            range_run(ctx, nranks, ["range", "-q", g, "-b", g, "-m", metric,
+                                    "-t", t], ref, what, metric, t,
+                      (len(qs), len(base)))
+        ptr, idx, dist, _ = read_csr(ctx.path("out.h5"))
+        a = scipy.sparse.csr_matrix((dist, idx, ptr),
+                                    shape=(len(qs), len(base)))
+        ctx.check(a.shape == (len(qs), len(base)) and a.nnz == len(ref[1]),
+                  "scipy: shape %s nnz %d" % (a.shape, a.nnz))
+        r = 5 if metric == "cosine" else 7
+        row = a.getrow(r)
+        ctx.check(np.array_equal(row.indices, ref[1][ref[0][r]:ref[0][r + 1]])
+                  and np.array_equal(row.data,
+                                     ref[2][ref[0][r]:ref[0][r + 1]]),
+                  "scipy: row %d differs from the reference" % r)
+
+
+def case_range_errors(ctx, ranks):
+    run_cases.write_random(ctx.path("rand.h5"))
+    f = ctx.path("rand.h5")
+    out = ctx.path("err.h5")
+    ref = ref_range(ctx, "rand.h5", "rand.h5", "l2", 5.0)
+    nnz = len(ref[1])
+    ctx.check(nnz > 100, "reference keeps %d pairs" % nnz)
+    cases = [
+        ("--max-pairs below the pairs", 4, ["--max-pairs", nnz - 1],
+         ["--max-pairs", "no output written"]),
+        ("no threshold", 2, None, ["needs -t/--threshold"]),
+        ("-k given", 2, ["-k", 3], ["-k", "range"]),
+        ("--device gpu", 2, ["--device", "gpu"], ["CPU backend only"]),
+    ]
+    for what, code, extra, needles in cases:
+        argv = ["range", "-q", f, "-b", f, "-o", out, "--chunk-rows", 20]
+        argv += ["-t", "5"] if extra is not None else []
+        argv += extra or []
+        for nranks in (1, 2) if code == 4 else (1,):
+            rc, _, err, _ = ctx.run(nranks, argv)
+            ctx.check(rc == code, "%s np%d: exit %s, expected %d"
+                      % (what, nranks, rc, code))
+            for n in needles:
+                ctx.check(n in err, "%s np%d: stderr lacks %r: %s"
+                          % (what, nranks, n, err[-400:]))
+            ctx.check(not os.path.exists(out) and
+                      not os.path.exists(out + ".partial"),
+                      "%s np%d: output left behind" % (what, nranks))
+    # exactly the pairs: allowed
+    range_run(ctx, 2, ["range", "-q", f, "-b", f, "-t", "5", "--chunk-rows",
+                       20, "--max-pairs", nnz], ref, "--max-pairs = nnz",
+              "l2", 5.0, (97, 1531))
+
+
+CASES = {
+    "range_random": case_range_random,
+    "range_realdata": case_range_realdata,
+    "range_errors": case_range_errors,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__[__doc__.index("Every"):])
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--np", type=int, dest="nranks")
+    ap.add_argument("--xjoin", required=True)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+    ctx = Ctx(args)
+    ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
+    t0 = time.time()
+    try:
+        CASES[args.case](ctx, ranks)
+    except Failure as e:
+        ctx.check(False, str(e))
+    except Exception:
+        traceback.print_exc()
+        ctx.check(False, "the test driver raised %s" % sys.exc_info()[0])
+    print("(%.1f s)" % (time.time() - t0))
+    return ctx.finish(args.case + (" np%d" % args.nranks
+                                   if args.nranks else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
