@@ -89,5 +89,8 @@ int driver_matrix(xj_run *run, xj_status *st);
  * CSR; driver_range_chunks counts this rank's backend calls. */
 int driver_range(xj_run *run, xj_status *st);
 int64_t driver_range_chunks(const xj_run *run);
+/* Rank 0, for `plan range`: print the pairs and output size estimated
+ * from a sample of the inputs. */
+int driver_range_estimate(const xj_run *run, xj_status *st);
 
 #endif

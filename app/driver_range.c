@@ -24,13 +24,20 @@
  * --max-pairs N: the ranks know the total after each round (the same on
  * each), and stop before the round that would pass N; the partial output
  * is removed.
+ *
+ * `xjoin plan range` estimates the pairs (rank 0): the canonical keys of
+ * 64 query rows, evenly spaced, against 64 evenly spaced blocks of 64
+ * base rows; the share within the threshold times n x m. Blocks keep the
+ * reads few; a sample of everything (n <= 64, m <= 4096) is exact.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "driver.h"
 #include "driver_int.h"
 #include "guard.h"
+#include "../kernels/metric.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -254,5 +261,114 @@ out:
 	free(rb.ptr);
 	free(rb.idx);
 	free(rb.val);
+	return st->code;
+}
+
+/* ---- plan range: the pairs estimated from a sample -------------------- */
+
+#define EST_QROWS 64       /* query rows sampled, evenly spaced */
+#define EST_BLOCKS 64      /* base blocks sampled, evenly spaced ... */
+#define EST_BLOCK_ROWS 64  /* ... of this many consecutive rows */
+
+/* Rows of the sample: count (rows, or blocks) starts evenly spaced over
+ * total rows, each of len rows (fewer at the end); all rows when they fit. */
+static int64_t est_starts(int64_t total, int64_t count, int64_t len,
+			  int64_t *start)
+{
+	int64_t k = 0;
+
+	if (total <= count * len) {
+		for (int64_t r = 0; r < total; r += len)
+			start[k++] = r;
+		return k;
+	}
+	for (int64_t i = 0; i < count; i++)
+		start[k++] = i * (total - len) / (count - 1 > 0 ? count - 1 : 1);
+	return k;
+}
+
+/* Read the sample's rows (nstart runs of len rows from start[]) into x;
+ * their global indices into gi. Returns the rows read, or -1. */
+static int64_t est_read(const h5in_info *info, const int64_t *start,
+			int64_t nstart, int64_t len, float *x, int64_t *gi,
+			xj_status *st)
+{
+	h5in *in = NULL;
+	int64_t rows = 0;
+
+	if (h5in_open(info, &in, st))
+		return -1;
+	for (int64_t s = 0; s < nstart && !st->code; s++) {
+		int64_t r = min64(len, info->rows - start[s]);
+
+		if (!h5in_read(in, start[s], r, x + rows * info->cols, st))
+			for (int64_t i = 0; i < r; i++)
+				gi[rows++] = start[s] + i;
+	}
+	h5in_close(in);
+	return st->code ? -1 : rows;
+}
+
+int driver_range_estimate(const xj_run *run, xj_status *st)
+{
+	const xj_job *job = run->job;
+	int64_t d = job->d, qs, bs, nq, nb, hits = 0, pairs;
+	int64_t qstart[EST_QROWS], bstart[EST_BLOCKS];
+	float tkey = metric_value_to_key(job->metric, job->threshold);
+	float *q, *b;
+	int64_t *qi, *bi;
+	double scale, est;
+
+	nq = est_starts(job->n, EST_QROWS, 1, qstart);
+	nb = est_starts(job->m, EST_BLOCKS, EST_BLOCK_ROWS, bstart);
+	q = driver_alloc((size_t)(nq * d), sizeof(float), "the sample", st);
+	b = driver_alloc((size_t)(nb * EST_BLOCK_ROWS * d), sizeof(float),
+			 "the sample", st);
+	qi = driver_alloc((size_t)nq, sizeof(int64_t), "the sample", st);
+	bi = driver_alloc((size_t)(nb * EST_BLOCK_ROWS), sizeof(int64_t),
+			  "the sample", st);
+	if (st->code || (qs = est_read(&run->qinfo, qstart, nq, 1, q, qi,
+				       st)) < 0 ||
+	    (bs = est_read(&run->binfo, bstart, nb, EST_BLOCK_ROWS, b, bi,
+			   st)) < 0)
+		goto out;
+	pairs = qs * bs;
+#pragma omp parallel for reduction(+ : hits, pairs) schedule(dynamic, 1)
+	for (int64_t i = 0; i < qs; i++) {
+		const float *x = q + i * d;
+		double xx = metric_norm2(x, d);
+
+		for (int64_t j = 0; j < bs; j++) {
+			const float *y = b + j * d;
+
+			if (job->self && qi[i] == bi[j]) {
+				pairs--;
+				continue;
+			}
+			hits += metric_key(job->metric, x, y, d, xx,
+					   metric_norm2(y, d)) <= tkey;
+		}
+	}
+	scale = (double)job->n * job->m - (job->self ? (double)min64(job->n,
+								       job->m) : 0);
+	est = pairs > 0 ? (double)hits / pairs * scale : 0;
+	printf("# range estimate: %" PRId64 " of %" PRId64 " sampled pairs "
+	       "(%" PRId64 " query x %" PRId64 " base rows%s) are within the "
+	       "threshold\n", hits, pairs, qs, bs,
+	       pairs == scale ? ", all of them: exact" : "");
+	printf("| %-22s | %18.4g |\n", "pairs (estimated)", est);
+	printf("| %-22s | %18.4g |\n", "pairs per query row", est / job->n);
+	printf("| %-22s | %14.1f MiB |\n", "output (estimated)",
+	       (est * 12 + (double)(job->n + 1) * 8) / (1 << 20));
+	if (job->max_pairs && est > (double)job->max_pairs)
+		printf("# warning: more than --max-pairs %" PRId64 " pairs "
+		       "expected: the run would stop with exit 4\n",
+		       job->max_pairs);
+	fflush(stdout);
+out:
+	free(q);
+	free(b);
+	free(qi);
+	free(bi);
 	return st->code;
 }

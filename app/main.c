@@ -522,8 +522,11 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		plan_print(stdout, &run.pin, &run.pl);
 		fflush(stdout);
 	}
-	if (job->command == XJ_CMD_PLAN)
-		return XJ_OK;
+	if (job->command == XJ_CMD_PLAN) {
+		if (cmd == XJ_CMD_RANGE && c->rank == 0)
+			driver_range_estimate(&run, st);
+		return comm_agree(c, st);
+	}
 
 	if (device_backend_start(&run, &dev, threads, st))
 		goto fail;

@@ -16,7 +16,8 @@ otherwise 1..4):
   range_realdata  a GloVe slice (data/glove-demo.h5), cosine and l2, on
                   2 ranks; scipy.sparse.csr_matrix reads the output
   range_errors    --max-pairs (exit 4, no output left), a missing
-                  threshold, -k, --device gpu (exit 2)
+                  threshold, -k, --device gpu (exit 2); `plan range`
+                  counts exactly when its sample is everything
 """
 
 import argparse
@@ -218,6 +219,26 @@ def case_range_errors(ctx, ranks):
             ctx.check(not os.path.exists(out) and
                       not os.path.exists(out + ".partial"),
                       "%s np%d: output left behind" % (what, nranks))
+    # plan range: a sample of everything (40 <= 64 query rows, 1531 <=
+    # 4096 base rows) gives the exact count, and nothing is written
+    q = load(ctx, "rand.h5", "test")[:40]
+    with h5py.File(ctx.path("small.h5"), "w") as h5:
+        h5["test"] = q
+        h5["train"] = load(ctx, "rand.h5", "train")
+    sref = ref_range(ctx, "small.h5", "small.h5", "l2", 5.0)
+    sf = ctx.path("small.h5")
+    rc, out_text, err, _ = ctx.run(1, ["plan", "range", "-q", sf, "-b", sf,
+                                       "-t", "5", "--max-pairs", 1])
+    ctx.check(rc == 0, "plan range: exit %s" % rc)
+    line = [x for x in out_text.splitlines() if "pairs (estimated)" in x]
+    ctx.check(line and line[0].split("|")[2].strip() == str(len(sref[1])),
+              "plan range: %r, expected %d pairs" % (line, len(sref[1])))
+    ctx.check("all of them: exact" in out_text and
+              "would stop with exit 4" in out_text,
+              "plan range: exactness or --max-pairs note missing")
+    ctx.check(not os.listdir(ctx.tmp) or
+              not any(x.startswith("err.h5") for x in os.listdir(ctx.tmp)),
+              "plan range wrote a file")
     # exactly the pairs: allowed
     range_run(ctx, 2, ["range", "-q", f, "-b", f, "-t", "5", "--chunk-rows",
                        20, "--max-pairs", nnz], ref, "--max-pairs = nnz",
