@@ -14,7 +14,8 @@ otherwise 1..4):
                   row's largest value (that row matches every base row),
                   --self, and --chunk-rows 1 and 7 (the same bits)
   range_realdata  a GloVe slice (data/glove-demo.h5), cosine and l2, on
-                  2 ranks; scipy.sparse.csr_matrix reads the output
+                  2 ranks; scipy.sparse.csr_matrix reads the output;
+                  `xjoin inspect` passes it and fails broken copies
   range_errors    --max-pairs (exit 4, no output left), a missing
                   threshold, -k, --device gpu (exit 2); `plan range`
                   counts exactly when its sample is everything
@@ -189,6 +190,54 @@ def case_range_realdata(ctx, ranks):
                   and np.array_equal(row.data,
                                      ref[2][ref[0][r]:ref[0][r + 1]]),
                   "scipy: row %d differs from the reference" % r)
+    check_inspect(ctx, ctx.path("out.h5"))
+
+
+def check_inspect(ctx, out):
+    """`xjoin inspect` passes a good range output and names what is
+    wrong in broken copies of it (exit 3)."""
+    rc, text, err, _ = ctx.run(1, ["inspect", out, "--rows", 1])
+    ctx.check(rc == 0 and "# OK: every row keeps the CSR invariants" in
+              text, "inspect: exit %s on a good output: %s" % (rc, err))
+
+    def swap(h5):
+        d = h5["distances"][...]
+        ptr = h5["indptr"][...]
+        r = int(np.argmax(np.diff(ptr) >= 2))
+        d[ptr[r]], d[ptr[r] + 1] = d[ptr[r] + 1], d[ptr[r]]
+        if d[ptr[r]] == d[ptr[r] + 1]:
+            i = h5["indices"][...]
+            i[ptr[r]], i[ptr[r] + 1] = i[ptr[r] + 1], i[ptr[r]]
+            h5["indices"][...] = i
+        h5["distances"][...] = d
+
+    def past(h5):
+        d = h5["distances"][...]
+        d[-1] = np.float32(h5.attrs["threshold"]) * np.float32(1.5) + 1
+        h5["distances"][...] = d
+
+    def ptr_down(h5):
+        p = h5["indptr"][...]
+        p[3] = p[2] - 1
+        h5["indptr"][...] = p
+
+    def index_out(h5):
+        i = h5["indices"][...]
+        i[0] = h5.attrs["base_rows"]
+        h5["indices"][...] = i
+
+    for what, brk, needle in (
+            ("rows out of order", swap, "out of (value, index) order"),
+            ("a value past the threshold", past, "past the threshold"),
+            ("indptr decreasing", ptr_down, "never decrease"),
+            ("an index out of range", index_out, "outside [0, ")):
+        bad = ctx.path("broken.h5")
+        shutil.copy(out, bad)
+        with h5py.File(bad, "r+") as h5:
+            brk(h5)
+        rc, text, err, _ = ctx.run(1, ["inspect", bad])
+        ctx.check(rc == 3 and needle in err, "inspect, %s: exit %s, "
+                  "stderr %r" % (what, rc, err[-300:]))
 
 
 def case_range_errors(ctx, ranks):
