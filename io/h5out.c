@@ -346,6 +346,27 @@ static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
 	return XJ_OK;
 }
 
+/* The creation list of every dataset: space allocated at creation, no
+ * fill values. */
+static int h5out_dcpl(const h5out *h, const char *name, hid_t *dcpl,
+		      xj_status *st)
+{
+	if (H5_TRY(*dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
+		   name) ||
+	    H5_TRY(H5Pset_alloc_time(*dcpl, H5D_ALLOC_TIME_EARLY), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
+		   name))
+		return st->code;
+	/* the driver writes every element: fill values would only be
+	 * written twice, by a collective write inside H5Dcreate2 that
+	 * leaves the other ranks waiting when it fails on one (full
+	 * disk) */
+	H5_TRY(H5Pset_fill_time(*dcpl, H5D_FILL_TIME_NEVER), st,
+	       XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name);
+	return st->code;
+}
+
 static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 			      int64_t rows, int64_t cols, int64_t chunk_rows,
 			      xj_status *st)
@@ -358,18 +379,7 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 
 	if (H5_TRY(space = H5Screate_simple(2, dims, NULL), st,
 		   XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial, name) ||
-	    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
-		   name) ||
-	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
-		   name) ||
-	    /* the driver writes every element: fill values would only be
-	     * written twice, by a collective write inside H5Dcreate2 that
-	     * leaves the other ranks waiting when it fails on one (full
-	     * disk) */
-	    H5_TRY(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name) ||
+	    h5out_dcpl(h, name, &dcpl, st) ||
 	    H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), st, XJ_EXIT_INTERNAL,
 		   "%s:%s: link list", h->partial, name) ||
 	    H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), st,
@@ -449,6 +459,22 @@ out:
 	return XJ_OK;
 }
 
+/* Agree on the dataset just made in the next slot; *slot is it. */
+static int h5out_slot_agree(h5out *h, int *slot, xj_status *st)
+{
+	if (h5out_agree(h, st)) {
+		/* created here but not everywhere: forget it, the file is
+		 * going to be aborted */
+		if (h->ndset < H5OUT_SLOTS && h->dset[h->ndset] >= 0) {
+			H5Dclose(h->dset[h->ndset]);
+			h->dset[h->ndset] = H5I_INVALID_HID;
+		}
+		return st->code;
+	}
+	*slot = h->ndset++;
+	return XJ_OK;
+}
+
 int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 		      int64_t rows, int64_t cols, int64_t chunk_rows,
 		      int *slot, xj_status *st)
@@ -462,17 +488,7 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 			h5out_make_dataset(h, name, type, rows, cols,
 					   chunk_rows, st);
 	}
-	if (h5out_agree(h, st)) {
-		/* created here but not everywhere: forget it, the file is
-		 * going to be aborted */
-		if (h->ndset < H5OUT_SLOTS && h->dset[h->ndset] >= 0) {
-			H5Dclose(h->dset[h->ndset]);
-			h->dset[h->ndset] = H5I_INVALID_HID;
-		}
-		return st->code;
-	}
-	*slot = h->ndset++;
-	return XJ_OK;
+	return h5out_slot_agree(h, slot, st);
 }
 
 static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st);
@@ -490,15 +506,7 @@ static int h5out_make_vector(h5out *h, const char *name, h5out_type type,
 	if (H5_TRY(space = H5Screate_simple(1, dims, growable ? maxd : NULL),
 		   st, XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial,
 		   name) ||
-	    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
-		   name) ||
-	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
-		   name) ||
-	    /* every element is written (h5out_make_dataset says why) */
-	    H5_TRY(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name) ||
+	    h5out_dcpl(h, name, &dcpl, st) ||
 	    (growable && H5_TRY(H5Pset_chunk(dcpl, 1, chunk), st,
 				XJ_EXIT_INTERNAL, "%s:%s: chunk", h->partial,
 				name)))
@@ -532,15 +540,7 @@ int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 			"reopened", h->partial, name);
 	else if (!h5out_check_args(h, name, len, 1, 0, st))
 		h5out_make_vector(h, name, type, len, growable, st);
-	if (h5out_agree(h, st)) {
-		if (h->ndset < H5OUT_SLOTS && h->dset[h->ndset] >= 0) {
-			H5Dclose(h->dset[h->ndset]);
-			h->dset[h->ndset] = H5I_INVALID_HID;
-		}
-		return st->code;
-	}
-	*slot = h->ndset++;
-	return XJ_OK;
+	return h5out_slot_agree(h, slot, st);
 }
 
 int h5out_grow(h5out *h, int slot, int64_t len, xj_status *st)

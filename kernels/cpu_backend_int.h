@@ -168,16 +168,24 @@ void cpu_free_base(cpu_backend *c);
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
 int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
 int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
-/* Base chunk b's norms, normalised copy and sub-tile maxima (c->bb ...). */
+/* Check base chunk b; unless it or the query chunk is empty, its norms,
+ * normalised copy and sub-tile maxima (c->bb ...). */
 int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st);
-/* The GEMM tile, its error bound and offset (cpu_topk.c's file comment)
- * and the rounding up they are compared with; query rows tile. */
-void cpu_tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
-		   const float *ba, int64_t tq, int64_t nb, int64_t j0);
+/* The GEMM tile of query rows [i0, i1) against the TB-row sub-tile of b
+ * at j0, into t->g (returns its columns); its error bound and offset
+ * (cpu_topk.c's file comment) and the rounding up they are compared
+ * with. */
+int64_t cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0,
+			 int64_t i1, const xj_rows *b, int64_t j0);
 double cpu_row_err(const cpu_backend *c, int64_t i, double bmax);
 double cpu_row_offset(const cpu_backend *c, int64_t i);
 float cpu_float_up(double x);
-int64_t cpu_tile_rows(int64_t rows, int threads);
+/* Run fn on every query tile [i0, i1) of the chunk against base chunk b,
+ * the tiles spread over the threads (a team when the chunk is worth it);
+ * adds the GEMM FLOPs. Returns 0 when a call returned 0 (out of memory). */
+typedef int (*cpu_tile_fn)(cpu_backend *c, cpu_thread *t, int64_t i0,
+			   int64_t i1, const xj_rows *b);
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn);
 
 /* ---- cpu_range.c --------------------------------------------------- */
 

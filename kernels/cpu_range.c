@@ -33,7 +33,6 @@
 #include "cpu_backend_int.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,15 +198,9 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		    const xj_rows *b)
 {
-	int64_t d = c->cfg.d;
-	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
-	const float *qa = cosine ? c->qhat : c->qx;
-	const float *ba = cosine ? c->bhat : b->x;
-
 	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+		int64_t nb = cpu_subtile_gemm(c, t, i0, i1, b, j0);
 
-		cpu_tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
 		for (int64_t i = i0; i < i1; i++)
 			if (!scan_row(c, i, t->g + (i - i0) * nb, j0, nb, b,
 				      c->gate0))
@@ -219,48 +212,18 @@ static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 int cpu_range_add(xj_backend *be, const xj_rows *b, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
-	int64_t tq, ntiles;
-	double flops = 0;
-	int team, ok = 1;
+	int64_t pairs = 0;
 
 	if (!c->range || !c->range->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: range_add before range_begin");
-	if (cpu_check_rows_arg(c, b, "base", st))
+	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
 		return st->code;
-	if (b->rows == 0 || c->qrows == 0)
+	if (cpu_tiles_run(c, b, tile_run))
 		return XJ_OK;
-	if (cpu_base_prepare(c, b, st))
-		return st->code;
-	tq = cpu_tile_rows(c->qrows, c->threads);
-	ntiles = (c->qrows + tq - 1) / tq;
-	team = ntiles > 1 &&
-	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
-#pragma omp parallel num_threads(c->threads) reduction(+ : flops) \
-	reduction(&& : ok) if (team)
-	{
-		cpu_thread *t = &c->th[omp_get_thread_num()];
-
-		t->flops = 0;
-#pragma omp for schedule(dynamic, 1)
-		for (int64_t it = 0; it < ntiles; it++) {
-			int64_t i0 = it * tq;
-			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
-
-			ok = ok && tile_run(c, t, i0, i1, b);
-		}
-		flops += t->flops;
-	}
-	be->gemm_flops += flops;
-	if (!ok) {
-		int64_t pairs = 0;
-
-		for (int64_t i = 0; i < c->qrows; i++)
-			pairs += c->range->rows[i].n;
-		return cpu_oom(st, "the pairs within the threshold",
-			       2 * 12 * pairs);
-	}
-	return XJ_OK;
+	for (int64_t i = 0; i < c->qrows; i++)
+		pairs += c->range->rows[i].n;
+	return cpu_oom(st, "the pairs within the threshold", 2 * 12 * pairs);
 }
 
 int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st)

@@ -28,13 +28,15 @@ with ratios peer / xjoin and writes the same as JSON.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (cpu_model, loadavg)
 
 
 def read_rows(spec):
@@ -171,7 +173,8 @@ class Bench:
         """About `target` pairs per query, then moved into the widest
         gap between the pair values near it (an untimed xjoin run)."""
         ex = exact_sample(q, b, metric)
-        t = float(np.median(np.sort(ex, axis=1)[:, target - 1]))
+        # the sampled queries keep `target` pairs each on average
+        t = float(np.sort(ex.ravel())[target * len(ex) - 1])
         probe = os.path.join(self.a.workdir, "probe.h5")
         self.xjoin(qs, bs, t * 1.002, metric, probe)
         with h5py.File(probe, "r") as f:
@@ -204,27 +207,17 @@ class Bench:
                           for k in ("faiss", "sklearn")}}
 
 
-def cpu_line():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def run_bench(a):
     os.makedirs(a.workdir, exist_ok=True)
     b = Bench(a)
-    syn = os.path.join(a.workdir, "syn-range.h5")
+    syn = os.path.join(a.workdir, "syn-range-%d-%d.h5" % (a.queries, a.base))
     if not os.path.exists(syn):
         subprocess.run(["mpirun", "-np", "1", a.xjoin, "gen", "--rows",
                         str(a.base), "--dim", "128", "--queries",
                         str(a.queries), "--seed", "1", "-o", syn, "--quiet"],
                        check=True, env=b.env, stdout=subprocess.DEVNULL)
-    glove = os.path.join(a.workdir, "glove-range.h5")
+    glove = os.path.join(a.workdir, "glove-range-%d-%d.h5" % (a.queries,
+                                                              a.base))
     with h5py.File(a.glove, "r") as f:
         tr = f["train"][:a.base]
         te = f["test"][:a.queries] if "test" in f and \
@@ -234,8 +227,8 @@ def run_bench(a):
         f["test"] = te.astype(np.float32)
     import faiss
     import sklearn
-    print("# range_vs_peers: %s; OPENBLAS_CORETYPE=%s; threads %d; best "
-          "of %d" % (cpu_line(), os.environ.get("OPENBLAS_CORETYPE", "-"),
+    print("# range_vs_peers: %s, load %s; OPENBLAS_CORETYPE=%s; threads %d;"
+          " best of %d" % (compare.cpu_model(), compare.loadavg(), os.environ.get("OPENBLAS_CORETYPE", "-"),
                      a.threads, a.reps))
     print("# faiss %s, scikit-learn %s (%s)" % (
         faiss.__version__, sklearn.__version__, a.python))

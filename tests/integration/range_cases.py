@@ -2,7 +2,7 @@
 """Integration cases of `xjoin range`: CSR outputs checked bit for bit.
 
     range_cases.py CASE [--np N] --xjoin PATH --mpiexec PATH [--workdir DIR]
-                   [--keep]
+                   [--keep]          (run_cases.py's options and driver)
 
 Every output is compared with reference.range_join(): /indptr and
 /indices exactly, /distances as float32 bit patterns; the CSR attributes
@@ -21,12 +21,9 @@ otherwise 1..4):
                   counts exactly when its sample is everything
 """
 
-import argparse
 import os
 import shutil
 import sys
-import time
-import traceback
 
 import h5py
 import numpy as np
@@ -34,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 import run_cases  # noqa: E402
-from run_cases import Ctx, Failure, fval, load  # noqa: E402
+from run_cases import fval, load  # noqa: E402
 
 METRICS = reference.METRICS
 
@@ -301,34 +298,7 @@ CASES = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__[__doc__.index("Every"):])
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--np", type=int, dest="nranks")
-    ap.add_argument("--xjoin", required=True)
-    ap.add_argument("--mpiexec", default="mpiexec")
-    ap.add_argument("--workdir", default=None)
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-    ctx = Ctx(args)
-    ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
-    t0 = time.time()
-    try:
-        CASES[args.case](ctx, ranks)
-    except Failure as e:
-        ctx.check(False, str(e))
-    except Exception:
-        traceback.print_exc()
-        ctx.check(False, "the test driver raised %s" % sys.exc_info()[0])
-    print("(%.1f s)" % (time.time() - t0))
-    return ctx.finish(args.case + (" np%d" % args.nranks
-                                   if args.nranks else ""))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # run_cases.py's driver (options, context, summary) runs these cases
+    run_cases.CASES.update(CASES)
+    sys.exit(run_cases.main())
