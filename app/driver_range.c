@@ -23,7 +23,12 @@
  *
  * --max-pairs N: the ranks know the total after each round (the same on
  * each), and stop before the round that would pass N; the partial output
- * is removed.
+ * and its progress record are removed.
+ *
+ * Progress: the rounds end in row order, so the rows done are always a
+ * prefix [0, R) of the queries; a resumed run (any P, any Q) deals its
+ * chunks from R on, after the indptr[R] pairs already written, and trims
+ * what an interrupted round wrote past them at the end.
  *
  * `xjoin plan range` estimates the pairs (rank 0): the canonical keys of
  * 64 query rows, evenly spaced, against 64 evenly spaced blocks of 64
@@ -33,6 +38,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "driver.h"
 #include "driver_int.h"
@@ -52,28 +58,78 @@ typedef struct range_bufs {
 	int64_t nnz;            /* pairs written before this round */
 } range_bufs;
 
-/* Rows [*q0, *q0 + *qrows) of my chunk in round r (0 rows past the end). */
-static void range_chunk(const xj_run *run, int64_t r, int64_t *q0,
-			int64_t *qrows)
+/* The rows an earlier run finished: always a prefix [0, R), since the
+ * rounds end in row order. */
+static int64_t range_rows_done(const xj_run *run)
+{
+	const xj_spans *done = &run->prog.rec.done;
+
+	return done->n && done->s[0][0] == 0 ? done->s[0][1] : 0;
+}
+
+/* Rounds left after the first row0 rows. */
+static int64_t range_rounds(const xj_run *run, int64_t row0)
+{
+	int64_t left = run->job->n - row0;
+
+	return ceil_div(ceil_div(left, run->pl.qchunk_rows), run->comm->nranks);
+}
+
+/* Rows [*q0, *q0 + *qrows) of rank p's chunk in round r (0 rows past the
+ * end), the rounds counted from row0, the first row not done at start. */
+static void range_chunk(const xj_run *run, int64_t row0, int64_t r, int p,
+			int64_t *q0, int64_t *qrows)
 {
 	int64_t qc = run->pl.qchunk_rows;
-	int64_t ch = r * run->comm->nranks + run->comm->rank;
+	int64_t ch = r * run->comm->nranks + p;
 
-	*q0 = min64(ch * qc, run->job->n);
+	*q0 = min64(row0 + ch * qc, run->job->n);
 	*qrows = min64(qc, run->job->n - *q0);
 }
 
 int64_t driver_range_chunks(const xj_run *run)
 {
-	int64_t mine = 0;
+	int64_t mine = 0, row0 = range_rows_done(run);
 
-	for (int64_t r = 0; r < run->pl.qrounds; r++) {
+	for (int64_t r = 0; r < range_rounds(run, row0); r++) {
 		int64_t q0, qrows;
 
-		range_chunk(run, r, &q0, &qrows);
+		range_chunk(run, row0, r, run->comm->rank, &q0, &qrows);
 		mine += qrows > 0;
 	}
 	return mine * ceil_div(run->job->m, run->pl.bchunk_rows);
+}
+
+/* The first row after round r. */
+static int64_t range_rounds_end(const xj_run *run, int64_t row0, int64_t r)
+{
+	int64_t q0, rows;
+
+	range_chunk(run, row0, r, run->comm->nranks - 1, &q0, &rows);
+	return q0 + rows;
+}
+
+/* Past --max-pairs no output is left, not even a partial one a record
+ * names (a resumed run would only stop again). */
+static void range_forget(xj_run *run)
+{
+	if (run->comm->rank == 0 && run->prog.saved)
+		unlink(run->prog.path);
+	run->prog.saved = 0;
+}
+
+/* Round r is written: its rows are final (the same spans on every rank);
+ * a progress record follows when due. */
+static int range_round_done(xj_run *run, int64_t row0, int64_t r,
+			    xj_status *st)
+{
+	int64_t a, b, rows;
+
+	range_chunk(run, row0, r, 0, &a, &rows);
+	b = range_rounds_end(run, row0, r);
+	if (b > a && spans_add(&run->prog.rec.done, a, b, st))
+		return st->code;
+	return driver_checkpoint(run, 0, st);
 }
 
 /* My chunk against every base chunk; count[] its pairs per row. */
@@ -161,8 +217,8 @@ static int range_write(xj_run *run, range_bufs *rb, int64_t q0,
 	int first = q0 == 0 && run->comm->rank == 0;
 	double t0 = report_now();
 
-	if (h5out_grow(o, rb->slot_idx, total, st) ||
-	    h5out_grow(o, rb->slot_val, total, st) ||
+	if (h5out_grow(o, rb->slot_idx, total, 0, st) ||
+	    h5out_grow(o, rb->slot_val, total, 0, st) ||
 	    h5out_write(o, rb->slot_idx, at, mine, 0, 1, rb->idx, st) ||
 	    h5out_write(o, rb->slot_val, at, mine, 0, 1, rb->val, st) ||
 	    h5out_write(o, rb->slot_ptr, first ? 0 : q0 + 1,
@@ -204,7 +260,7 @@ int driver_range(xj_run *run, xj_status *st)
 	const xj_job *job = run->job;
 	range_bufs rb = { 0 };
 	h5in *qin = NULL, *bin = NULL;
-	int64_t q0, qrows, mine, at = 0, total = 0;
+	int64_t q0, qrows, mine, at = 0, total = 0, rounds, row0;
 
 	/* the resident query block is the plan's, not my round robin
 	 * chunks: read those instead (the base stays resident) */
@@ -220,8 +276,14 @@ int driver_range(xj_run *run, xj_status *st)
 	    h5out_add_vector(run->out, "distances", H5OUT_F32, 0, 1,
 			     &rb.slot_val, st))
 		goto out;
-	for (int64_t r = 0; r < run->pl.qrounds || r == 0; r++) {
-		range_chunk(run, r, &q0, &qrows);
+	/* a resumed run continues after the rows done: pairs up to
+	 * indptr[R] are final, anything past them an interrupted round's */
+	row0 = range_rows_done(run);
+	if (row0 && h5out_read_i64(run->out, rb.slot_ptr, row0, &rb.nnz, st))
+		goto out;
+	rounds = range_rounds(run, row0);
+	for (int64_t r = 0; r < rounds || (r == 0 && !row0); r++) {
+		range_chunk(run, row0, r, run->comm->rank, &q0, &qrows);
 		mine = 0;
 		if (qrows && !range_compute(run, qin, bin, &rb, q0, qrows, st))
 			for (int64_t i = 0; i < qrows; i++)
@@ -234,8 +296,8 @@ int driver_range(xj_run *run, xj_status *st)
 				"threshold: %" PRId64 " in the query rows "
 				"before row %" PRId64 " alone; no output "
 				"written", job->max_pairs, rb.nnz + total,
-				min64(job->n, (r + 1) * run->comm->nranks *
-					      run->pl.qchunk_rows));
+				range_rounds_end(run, row0, r));
+			range_forget(run);
 			goto out;
 		}
 		at += rb.nnz;
@@ -248,8 +310,12 @@ int driver_range(xj_run *run, xj_status *st)
 		free(rb.val);
 		rb.idx = NULL;
 		rb.val = NULL;
+		if (range_round_done(run, row0, r, st))
+			goto out;
 	}
-	h5out_attr_i64(run->out, "nnz", rb.nnz, st);
+	if (!h5out_grow(run->out, rb.slot_idx, rb.nnz, 1, st) &&
+	    !h5out_grow(run->out, rb.slot_val, rb.nnz, 1, st))
+		h5out_attr_i64(run->out, "nnz", rb.nnz, st);
 out:
 	if (qin)
 		h5in_close(qin);

@@ -96,12 +96,12 @@ const struct opt options_table[] = {
 	  .cmds = T | M | G | R, .group = GROUP_JOB,
 	  .help = "replace an existing output file" },
 	{ .name = "resume", .kind = K_FLAG, .offset = AT(resume),
-	  .cmds = T | M, .group = GROUP_JOB,
+	  .cmds = T | M | R, .group = GROUP_JOB,
 	  .help = "continue the interrupted run of this job from\n"
 		  "OUT.h5.progress (starts fresh when there is none)" },
 	{ .name = "checkpoint-seconds", .kind = K_INT64,
 	  .offset = AT(checkpoint_s), .lo = 0, .hi = INT64_MAX,
-	  .cmds = T | M, .group = GROUP_RESOURCES, .metavar = "S",
+	  .cmds = T | M | R, .group = GROUP_RESOURCES, .metavar = "S",
 	  .help = "record progress at most every S seconds, inside\n"
 		  "a top-k round too, and always when interrupted;\n"
 		  "0: after every query chunk",

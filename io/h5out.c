@@ -530,20 +530,66 @@ out:
 	return st->code;
 }
 
+/* The interrupted run's 1-D dataset: of len elements, or any length when
+ * growable (its length is what the run had grown it to). */
+static int h5out_open_vector(h5out *h, const char *name, h5out_type type,
+			     int64_t len, int growable, xj_status *st)
+{
+	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
+	hid_t ftype = H5I_INVALID_HID;
+	hsize_t dims[1] = { 0 };
+
+	if (H5_TRY(dset = H5Dopen2(h->file, name, H5P_DEFAULT), st,
+		   XJ_EXIT_INPUT, "%s: no dataset %s (start over with --force)",
+		   h->partial, name) ||
+	    H5_TRY(space = H5Dget_space(dset), st, XJ_EXIT_INPUT,
+		   "%s:%s: dataspace", h->partial, name) ||
+	    H5_TRY(ftype = H5Dget_type(dset), st, XJ_EXIT_INPUT,
+		   "%s:%s: type", h->partial, name))
+		goto out;
+	if (H5Sget_simple_extent_ndims(space) != 1 ||
+	    H5Sget_simple_extent_dims(space, dims, NULL) != 1 ||
+	    (!growable && dims[0] != (hsize_t)len) ||
+	    H5Tget_class(ftype) != (type == H5OUT_I64 ? H5T_INTEGER :
+							H5T_FLOAT) ||
+	    H5Tget_size(ftype) != (type == H5OUT_I64 ? 8u : 4u))
+		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: not the 1-D dataset this "
+			"job writes (start over with --force)", h->partial,
+			name);
+out:
+	if (ftype >= 0)
+		H5Tclose(ftype);
+	if (space >= 0)
+		H5Sclose(space);
+	if (st->code) {
+		if (dset >= 0)
+			H5Dclose(dset);
+		return st->code;
+	}
+	h->dset[h->ndset] = dset;
+	h->type[h->ndset] = type;
+	h->rows[h->ndset] = (int64_t)dims[0];
+	h->cols[h->ndset] = 1;
+	h->rank1[h->ndset] = 1;
+	strcpy(h->name[h->ndset], name);
+	return XJ_OK;
+}
+
 int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 		     int64_t len, int growable, int *slot, xj_status *st)
 {
 	xj_ok(st);
 	*slot = -1;
-	if (h->reopened)
-		xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: 1-D datasets are not "
-			"reopened", h->partial, name);
-	else if (!h5out_check_args(h, name, len, 1, 0, st))
-		h5out_make_vector(h, name, type, len, growable, st);
+	if (!h5out_check_args(h, name, len, 1, 0, st)) {
+		if (h->reopened)
+			h5out_open_vector(h, name, type, len, growable, st);
+		else
+			h5out_make_vector(h, name, type, len, growable, st);
+	}
 	return h5out_slot_agree(h, slot, st);
 }
 
-int h5out_grow(h5out *h, int slot, int64_t len, xj_status *st)
+int h5out_grow(h5out *h, int slot, int64_t len, int shrink, xj_status *st)
 {
 	hsize_t dims[1] = { (hsize_t)len };
 
@@ -551,7 +597,7 @@ int h5out_grow(h5out *h, int slot, int64_t len, xj_status *st)
 	if (slot < 0 || slot >= h->ndset || !h->rank1[slot] || len < 0)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: no growable dataset "
 			       "slot %d", h->partial, slot);
-	if (len <= h->rows[slot])
+	if (len == h->rows[slot] || (len < h->rows[slot] && !shrink))
 		return XJ_OK;
 	if (!H5_TRY(H5Dset_extent(h->dset[slot], dims), st, XJ_EXIT_RESOURCE,
 		    "%s:%s: extending to %lld elements", h->partial,
@@ -675,6 +721,35 @@ out:
 	if (fspace >= 0)
 		H5Sclose(fspace);
 	return st->code;
+}
+
+int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,
+		   xj_status *st)
+{
+	hsize_t start[1] = { (hsize_t)i }, one[1] = { 1 };
+	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+
+	xj_ok(st);
+	if (slot < 0 || slot >= h->ndset || !h->rank1[slot] ||
+	    h->type[slot] != H5OUT_I64 || i < 0 || i >= h->rows[slot])
+		xj_fail(st, XJ_EXIT_INTERNAL, "%s: no element %lld in slot %d",
+			h->partial, (long long)i, slot);
+	else if (!H5_TRY(fs = H5Dget_space(h->dset[slot]), st,
+			 XJ_EXIT_INTERNAL, "%s: dataspace", h->partial) &&
+		 !H5_TRY(ms = H5Screate_simple(1, one, NULL), st,
+			 XJ_EXIT_INTERNAL, "%s: memory space", h->partial) &&
+		 !H5_TRY(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL,
+					     one, NULL), st, XJ_EXIT_INTERNAL,
+			 "%s: selection", h->partial))
+		H5_TRY(H5Dread(h->dset[slot], H5T_NATIVE_INT64, ms, fs,
+			       H5P_DEFAULT, v), st, XJ_EXIT_INPUT,
+		       "%s:%s: reading element %lld", h->partial,
+		       h->name[slot], (long long)i);
+	if (ms >= 0)
+		H5Sclose(ms);
+	if (fs >= 0)
+		H5Sclose(fs);
+	return h5out_agree(h, st);
 }
 
 int h5out_flush(h5out *h, xj_status *st)

@@ -16,6 +16,8 @@ otherwise 1..4):
   range_realdata  a GloVe slice (data/glove-demo.h5), cosine and l2, on
                   2 ranks; scipy.sparse.csr_matrix reads the output;
                   `xjoin inspect` passes it and fails broken copies
+  range_resume    SIGTERM mid-run (exit 5, partial kept), --resume on
+                  another rank count and chunk size: the same bits
   range_errors    --max-pairs (exit 4, no output left), a missing
                   threshold, -k, --device gpu (exit 2); `plan range`
                   counts exactly when its sample is everything
@@ -23,6 +25,7 @@ otherwise 1..4):
 
 import os
 import shutil
+import signal
 import sys
 
 import h5py
@@ -291,7 +294,54 @@ def case_range_errors(ctx, ranks):
               "l2", 5.0, (97, 1531))
 
 
+def same_csr(a, b):
+    """Two CSR outputs hold the same bits."""
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        return all(np.array_equal(fa[k][...].view(np.uint8),
+                                  fb[k][...].view(np.uint8))
+                   for k in ("indptr", "indices", "distances"))
+
+
+def case_range_resume(ctx, ranks):
+    """SIGTERM mid-run: exit 5, the partial file and record kept;
+    --resume on another rank count and chunk size gives the bits of an
+    uninterrupted run."""
+    f = ctx.path("big.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
+                          3000, "--seed", 5, "-o", f], "gen input"):
+        return
+    ref, out = ctx.path("ref.h5"), ctx.path("int-out.h5")
+    job = ["range", "-q", f, "-b", f, "-t", 5.5]
+    if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted run"):
+        return
+    argv = job + ["--chunk-rows", 30, "--checkpoint-seconds", 0, "-o", out]
+    p, kids = run_cases._start_and_wait(ctx, 2, argv, out + ".progress")
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    rc, _, serr, _ = run_cases._finish(ctx, p, "SIGTERM")
+    done = run_cases._progress_rows(out + ".progress")
+    ok = ctx.check(rc == 5 and not os.path.exists(out) and
+                   os.path.exists(out + ".partial") and 0 < done < 3000,
+                   "SIGTERM: exit %s, %d rows recorded" % (rc, done))
+    if not ok:
+        print(serr[-2000:])
+        return
+    if ctx.run_ok(3, job + ["--chunk-rows", 17, "--resume", "-o", out],
+                  "--resume on 3 ranks"):
+        ctx.check(same_csr(out, ref), "resumed output differs from the "
+                  "uninterrupted run")
+        ctx.check(not os.path.exists(out + ".partial") and
+                  not os.path.exists(out + ".progress"),
+                  "partial file or record left after resuming")
+        with h5py.File(out, "r") as h5:
+            ctx.check(h5.attrs["runs"] == 2, "attribute runs = %r"
+                      % h5.attrs["runs"])
+
+
 CASES = {
+    "range_resume": case_range_resume,
     "range_random": case_range_random,
     "range_realdata": case_range_realdata,
     "range_errors": case_range_errors,
