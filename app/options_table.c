@@ -46,7 +46,8 @@ const struct opt options_table[] = {
 		  "(inner product, larger is better)",
 	  .def = "l2" },
 	{ .name = "threshold", .short_name = 't', .kind = K_THRESHOLD,
-	  .offset = AT(threshold), .cmds = T | R, .group = GROUP_JOB,
+	  .offset = AT(threshold), .cmds = T | R, .required = R,
+	  .group = GROUP_JOB,
 	  .metavar = "THRESHOLD",
 	  .help = "keep only pairs scoring <= THRESHOLD (ip: >=),\n"
 		  "in the metric's own units",
