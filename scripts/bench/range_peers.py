@@ -124,7 +124,7 @@ def pairs_of(path):
     return np.sort(rows * max(m, 1 << 30) + idx)
 
 
-def exact_sample(q, b, metric, count=32):
+def exact_sample(q, b, metric, count=128):
     """Exact (float64) distances of `count` spread queries to every base
     row, for choosing thresholds."""
     pick = q[np.linspace(0, len(q) - 1, count).astype(int)].astype(np.float64)
