@@ -160,6 +160,9 @@ int64_t cpu_rows_prepare(xj_metric m, const float *x, int64_t rows,
 			 float *hat, int threads);
 int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
 		int64_t first_row, xj_status *st);
+/* Query chunk q's norms and normalised copy into c->qq, qnorm, qhat
+ * (reserved for q->rows); a bad row is an error naming it. */
+int cpu_query_prepare(cpu_backend *c, const xj_rows *q, xj_status *st);
 
 /* ---- cpu_topk.c ---------------------------------------------------- */
 

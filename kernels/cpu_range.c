@@ -118,21 +118,13 @@ static int range_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 int cpu_range_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
-	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
-	int64_t bad;
 
 	if (!c->cfg.has_threshold)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: range join without a threshold");
 	if (cpu_check_rows_arg(c, q, "query", st) ||
-	    range_reserve(c, q->rows, st))
+	    range_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st))
 		return st->code;
-	bad = cpu_rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d, c->qq,
-			       NULL, c->qnorm, cosine ? c->qhat : NULL,
-			       c->threads);
-	if (bad >= 0)
-		return cpu_bad_row(c->cfg.metric, q->x, c->cfg.d, bad,
-				   q->first_row, st);
 	c->qx = q->x;
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;

@@ -771,8 +771,6 @@ static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
-	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
-	int64_t bad;
 
 	if (c->cfg.k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
@@ -780,14 +778,8 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 			       (long long)c->cfg.k);
 	if (cpu_check_rows_arg(c, q, "query", st))
 		return st->code;
-	if (query_reserve(c, q->rows, st))
+	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st))
 		return st->code;
-	bad = cpu_rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d, c->qq,
-			       NULL, c->qnorm, cosine ? c->qhat : NULL,
-			       c->threads);
-	if (bad >= 0)
-		return cpu_bad_row(c->cfg.metric, q->x, c->cfg.d, bad,
-				   q->first_row, st);
 	for (int64_t i = 0; i < q->rows; i++) {
 		c->gate[i] = c->gate0;
 		c->ecount[i] = 0;
