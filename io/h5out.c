@@ -414,9 +414,12 @@ out:
 	return st->code;
 }
 
-/* The interrupted run's dataset: same type class and shape, or refused. */
+/* The interrupted run's dataset: same type class and shape, or refused.
+ * ndim 1: a vector of rows elements (cols 1), of any length when
+ * growable (the length the run had grown it to). */
 static int h5out_open_dataset(h5out *h, const char *name, h5out_type type,
-			      int64_t rows, int64_t cols, xj_status *st)
+			      int64_t rows, int64_t cols, int ndim,
+			      int growable, xj_status *st)
 {
 	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
 	hid_t ftype = H5I_INVALID_HID;
@@ -431,9 +434,12 @@ static int h5out_open_dataset(h5out *h, const char *name, h5out_type type,
 	    H5_TRY(ftype = H5Dget_type(dset), st, XJ_EXIT_INPUT,
 		   "%s:%s: type", h->partial, name))
 		goto out;
-	ok = H5Sget_simple_extent_ndims(space) == 2 &&
-	     H5Sget_simple_extent_dims(space, dims, NULL) == 2 &&
-	     dims[0] == (hsize_t)rows && dims[1] == (hsize_t)cols &&
+	if (ndim == 1)
+		dims[1] = 1;
+	ok = H5Sget_simple_extent_ndims(space) == ndim &&
+	     H5Sget_simple_extent_dims(space, dims, NULL) == ndim &&
+	     (dims[0] == (hsize_t)rows || growable) &&
+	     dims[1] == (hsize_t)cols &&
 	     H5Tget_class(ftype) == (type == H5OUT_I64 ? H5T_INTEGER :
 						       H5T_FLOAT) &&
 	     H5Tget_size(ftype) == (type == H5OUT_I64 ? 8 : 4);
@@ -453,8 +459,9 @@ out:
 	}
 	h->dset[h->ndset] = dset;
 	h->type[h->ndset] = type;
-	h->rows[h->ndset] = rows;
+	h->rows[h->ndset] = (int64_t)dims[0];
 	h->cols[h->ndset] = cols;
+	h->rank1[h->ndset] = ndim == 1;
 	strcpy(h->name[h->ndset], name);
 	return XJ_OK;
 }
@@ -483,7 +490,8 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 	*slot = -1;
 	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st)) {
 		if (h->reopened)
-			h5out_open_dataset(h, name, type, rows, cols, st);
+			h5out_open_dataset(h, name, type, rows, cols, 2, 0,
+					   st);
 		else
 			h5out_make_dataset(h, name, type, rows, cols,
 					   chunk_rows, st);
@@ -530,51 +538,6 @@ out:
 	return st->code;
 }
 
-/* The interrupted run's 1-D dataset: of len elements, or any length when
- * growable (its length is what the run had grown it to). */
-static int h5out_open_vector(h5out *h, const char *name, h5out_type type,
-			     int64_t len, int growable, xj_status *st)
-{
-	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
-	hid_t ftype = H5I_INVALID_HID;
-	hsize_t dims[1] = { 0 };
-
-	if (H5_TRY(dset = H5Dopen2(h->file, name, H5P_DEFAULT), st,
-		   XJ_EXIT_INPUT, "%s: no dataset %s (start over with --force)",
-		   h->partial, name) ||
-	    H5_TRY(space = H5Dget_space(dset), st, XJ_EXIT_INPUT,
-		   "%s:%s: dataspace", h->partial, name) ||
-	    H5_TRY(ftype = H5Dget_type(dset), st, XJ_EXIT_INPUT,
-		   "%s:%s: type", h->partial, name))
-		goto out;
-	if (H5Sget_simple_extent_ndims(space) != 1 ||
-	    H5Sget_simple_extent_dims(space, dims, NULL) != 1 ||
-	    (!growable && dims[0] != (hsize_t)len) ||
-	    H5Tget_class(ftype) != (type == H5OUT_I64 ? H5T_INTEGER :
-							H5T_FLOAT) ||
-	    H5Tget_size(ftype) != (type == H5OUT_I64 ? 8u : 4u))
-		xj_fail(st, XJ_EXIT_INPUT, "%s:%s: not the 1-D dataset this "
-			"job writes (start over with --force)", h->partial,
-			name);
-out:
-	if (ftype >= 0)
-		H5Tclose(ftype);
-	if (space >= 0)
-		H5Sclose(space);
-	if (st->code) {
-		if (dset >= 0)
-			H5Dclose(dset);
-		return st->code;
-	}
-	h->dset[h->ndset] = dset;
-	h->type[h->ndset] = type;
-	h->rows[h->ndset] = (int64_t)dims[0];
-	h->cols[h->ndset] = 1;
-	h->rank1[h->ndset] = 1;
-	strcpy(h->name[h->ndset], name);
-	return XJ_OK;
-}
-
 int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 		     int64_t len, int growable, int *slot, xj_status *st)
 {
@@ -582,7 +545,8 @@ int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 	*slot = -1;
 	if (!h5out_check_args(h, name, len, 1, 0, st)) {
 		if (h->reopened)
-			h5out_open_vector(h, name, type, len, growable, st);
+			h5out_open_dataset(h, name, type, len, 1, 1,
+					   growable, st);
 		else
 			h5out_make_vector(h, name, type, len, growable, st);
 	}
