@@ -309,7 +309,7 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
 	pin->out_blocks = 1;    /* matrix_start computes the block */
-	if (pin->cmd == XJ_CMD_TOPK) {
+	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE) {
 		pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 		pin->work_per_qrow_bytes =
 			backend_cpu_work_bytes(cfg, 1, threads) -

@@ -281,6 +281,8 @@ int64_t driver_chunks_todo(const xj_run *run)
 	const plan_rank_view *v = &run->view;
 	int64_t qc = run->pl.qchunk_rows, rounds = 0;
 
+	if (run->job->command == XJ_CMD_RANGE)
+		return driver_range_chunks(run);
 	if (!v->brows)
 		return 0;
 	for (int64_t r = 0; r < v->nqchunks; r++) {

@@ -1,7 +1,8 @@
 /*
  * driver.h: the data flow of one run, independent of the backend.
  *
- * defines: xj_run, driver_validate, driver_topk, driver_matrix
+ * defines: xj_run, driver_validate, driver_topk, driver_matrix,
+ *          driver_range
  *
  *   validate:  every input row is read once by exactly one rank and checked
  *              (NaN/Inf, metric rules); ranks agree on the first bad row.
@@ -12,6 +13,9 @@
  *   matrix:    for each (query chunk, base chunk): queue the block on the
  *              backend, write the block before collectively as a
  *              hyperslab while it runs, wait for it (two block buffers).
+ *   range:     query chunks dealt round robin; each round the ranks share
+ *              their pair counts and write CSR slabs in place
+ *              (driver_range.c).
  * Every collective step is preceded by comm_agree, so no rank waits on a
  * rank that failed.
  *
@@ -81,5 +85,12 @@ void driver_release(xj_run *run);
 int driver_checkpoint(xj_run *run, int now, xj_status *st);
 int driver_topk(xj_run *run, xj_status *st);
 int driver_matrix(xj_run *run, xj_status *st);
+/* Range join (app/driver_range.c): every pair within the threshold, as
+ * CSR; driver_range_chunks counts this rank's backend calls. */
+int driver_range(xj_run *run, xj_status *st);
+int64_t driver_range_chunks(const xj_run *run);
+/* Rank 0, for `plan range`: print the pairs and output size estimated
+ * from a sample of the inputs. */
+int driver_range_estimate(const xj_run *run, xj_status *st);
 
 #endif

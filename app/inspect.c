@@ -132,6 +132,10 @@ static int inspect_hdf5(struct insp *in, xj_status *st)
 		return st->code;
 	if (inspect_is_result(in))
 		return inspect_result(in, st);
+	if (inspect_attr_find(in, "schema_version") &&
+	    inspect_attr_str(in, "command") &&
+	    !strcmp(inspect_attr_str(in, "command"), "range"))
+		return inspect_range(in, st);
 	return inspect_other(in, st);
 }
 

@@ -15,6 +15,7 @@
  *   inspect_result.c      a result: its job and run, the first rows, the
  *                         check and the verdict
  *   inspect_unfinished.c  an unfinished run: its progress record
+ *   inspect_range.c       a range join's CSR output and its invariants
  * Everything hangs off one struct insp per inspected file.
  */
 #ifndef XJ_INSPECT_INT_H
@@ -153,6 +154,9 @@ int inspect_emit_dsets(struct insp *in, xj_status *st);
 
 /* inspect_result.c */
 int inspect_result(struct insp *in, xj_status *st);
+
+/* inspect_range.c */
+int inspect_range(struct insp *in, xj_status *st);
 
 /* inspect_unfinished.c */
 int inspect_unfinished(struct insp *in, const char *output, xj_status *st);

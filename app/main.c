@@ -111,6 +111,8 @@ static void print_sources(const char *what, const h5in_info *info)
 /* Bytes of the output's datasets; HDF5 adds some KiB of metadata. */
 static int64_t output_bytes(const xj_job *job)
 {
+	if (job->command == XJ_CMD_RANGE)   /* the pairs are not known yet */
+		return (job->n + 1) * 8;
 	int64_t cols = job->command == XJ_CMD_MATRIX ? job->m : job->k;
 	int64_t elem = job->command == XJ_CMD_MATRIX ? 4 : 8 + 4;
 
@@ -194,7 +196,8 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 	job->m = bi->rows;
 	job->d = qi->cols;
 	if (same_input(qi, bi) &&
-	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK))
+	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK ||
+	     job->command == XJ_CMD_RANGE || job->plan_of == XJ_CMD_RANGE))
 		job->self = 1;
 	if (job->command == XJ_CMD_TOPK && job->k > job->m - job->self)
 		fprintf(stderr, "xjoin: warning: k = %" PRId64 " exceeds the "
@@ -510,7 +513,8 @@ static int write_attrs(const xj_run *run, int threads, xj_status *st)
 	if (h5out_attr_i64(o, "schema_version", XJOIN_SCHEMA_VERSION, st) ||
 	    h5out_attr_str(o, "xjoin_version", XJOIN_VERSION, st) ||
 	    h5out_attr_str(o, "command", job->command == XJ_CMD_MATRIX ?
-			   "matrix" : "topk", st) ||
+			   "matrix" : job->command == XJ_CMD_RANGE ? "range" :
+			   "topk", st) ||
 	    h5out_attr_str(o, "metric", metric_name(job->metric), st) ||
 	    h5out_attr_i64(o, "k", job->k, st) ||
 	    h5out_attr_i64(o, "has_threshold", job->has_threshold, st) ||
@@ -550,7 +554,7 @@ static int write_attrs(const xj_run *run, int threads, xj_status *st)
 	return XJ_OK;
 }
 
-/* topk, matrix and plan. */
+/* topk, matrix, range and plan. */
 static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 {
 	xj_run run = { .job = job, .comm = c };
@@ -563,6 +567,8 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 
 	run.rep = &rep;
 	run.dev = &dev;
+	if (cmd == XJ_CMD_RANGE)   /* the CPU backend only, for now */
+		job->device = XJ_DEVICE_CPU;
 	if (c->rank == 0 && !resolve_inputs(job, &run.qinfo, &run.binfo, st) &&
 	    job->command != XJ_CMD_PLAN)
 		progress_start(job, &run, st);
@@ -602,8 +608,11 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		plan_print(stdout, &run.pin, &run.pl);
 		fflush(stdout);
 	}
-	if (job->command == XJ_CMD_PLAN)
-		return XJ_OK;
+	if (job->command == XJ_CMD_PLAN) {
+		if (cmd == XJ_CMD_RANGE && c->rank == 0)
+			driver_range_estimate(&run, st);
+		return comm_agree(c, st);
+	}
 
 	if (device_backend_start(&run, &dev, threads, st))
 		goto fail;
@@ -619,7 +628,8 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	if (driver_validate(&run, st))
 		goto fail;
 	if (cmd == XJ_CMD_TOPK ? driver_topk(&run, st) :
-				 driver_matrix(&run, st))
+	    cmd == XJ_CMD_RANGE ? driver_range(&run, st) :
+				  driver_matrix(&run, st))
 		goto fail;
 	if (write_attrs(&run, threads, st))
 		goto fail;

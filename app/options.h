@@ -5,7 +5,7 @@
  * defines: options_parse, options_set, options_help, options_version
  *
  * Usage: xjoin COMMAND [options]; COMMAND is topk, matrix, plan, gen.
- * `xjoin plan [topk|matrix] ...` prints the plan of that command (topk when
+ * `xjoin plan [topk|matrix|range] ...` prints the plan of that command (topk when
  * -k is given and no command is named, else matrix).
  */
 #ifndef XJ_OPTIONS_H

@@ -77,7 +77,7 @@ static void help_usage(FILE *out, xj_command cmd)
 	col = fprintf(out, "usage: xjoin %s", options_command_name(cmd));
 	indent = col;
 	if (cmd == XJ_CMD_PLAN)
-		col = usage_put(out, col, indent, "[topk|matrix]");
+		col = usage_put(out, col, indent, "[topk|matrix|range]");
 	if (cmd == XJ_CMD_INSPECT)
 		col = usage_put(out, col, indent, "FILE");
 	for (i = 0; i < N_OPTS; i++) {
@@ -223,7 +223,8 @@ void options_help(FILE *out, xj_command cmd)
 		fprintf(out,
 			"\nIt takes the options of the command it plans (topk\n"
 			"when -k is given and no command is named, else matrix);\n"
-			"-o is optional.\n");
+			"-o is optional. `plan range` also estimates the pairs and\n"
+			"the output size from a sample of the inputs.\n");
 	if (cmd == XJ_CMD_INSPECT)
 		fprintf(out,
 			"\nFILE is an xjoin output (OUT.h5); where there is none,\n"

@@ -4,7 +4,7 @@
  *
  * defines: struct opt, enum opt_kind, enum opt_group, struct command,
  *          options_table, options_commands, N_OPTS, N_COMMANDS,
- *          options_command_name, and the command bits T, M, P, G, D, I
+ *          options_command_name, and the command bits T, M, P, G, D, I, R
  *
  * The parts:
  *   options_table.c  the rows: every option and every command
@@ -29,6 +29,7 @@
 #define G (1u << XJ_CMD_GEN)
 #define D (1u << XJ_CMD_DEVICES)
 #define I (1u << XJ_CMD_INSPECT)
+#define R (1u << XJ_CMD_RANGE)
 
 enum opt_kind {
 	K_INPUT,      /* FILE[:DATASET] spec, kept raw; clears the dataset */
@@ -74,8 +75,8 @@ struct command {
 
 /* Rows of each table. getopt's arrays are sized by N_OPTS, so it must be
  * a constant; options_table.c fails to compile when a count is off. */
-#define N_OPTS 31
-#define N_COMMANDS 6
+#define N_OPTS 32
+#define N_COMMANDS 7
 
 extern const struct opt options_table[];
 extern const struct command options_commands[];

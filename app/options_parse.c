@@ -74,7 +74,7 @@ static unsigned job_accepts(const xj_job *job)
 		return job->plan_of == XJ_CMD_NONE ? (T | M) :
 						     1u << job->plan_of;
 	if (job->command == XJ_CMD_NONE)
-		return T | M | G | D | I;
+		return T | M | G | D | I | R;
 	return 1u << job->command;
 }
 
@@ -662,9 +662,11 @@ static int parse_plan_target(int argc, char **argv, xj_job *job,
 	c = command_find(argv[2]);
 	if (!c)
 		return 1;   /* not a command: getopt reports it */
-	if (c->cmd != XJ_CMD_TOPK && c->cmd != XJ_CMD_MATRIX) {
+	if (c->cmd != XJ_CMD_TOPK && c->cmd != XJ_CMD_MATRIX &&
+	    c->cmd != XJ_CMD_RANGE) {
 		xj_fail(st, XJ_EXIT_USAGE,
-			"plan applies to topk or matrix, not %s", c->name);
+			"plan applies to topk, matrix or range, not %s",
+			c->name);
 		return -1;
 	}
 	job->plan_of = c->cmd;
@@ -696,8 +698,8 @@ static int parse_argv(int argc, char **argv, xj_job *job, int *action,
 
 	if (argc < 2)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan, gen, devices or "
-			       "inspect)");
+			       "no command (topk, matrix, range, plan, gen, "
+			       "devices or inspect)");
 	word = argv[1];
 	if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0 ||
 	    strcmp(word, "help") == 0)

@@ -23,6 +23,11 @@ static void plan_grid(const plan_in *in, int *pr, int *pc)
 {
 	int64_t best = INT64_MAX;
 
+	if (in->cmd == XJ_CMD_RANGE) {   /* no merge: whole rows per rank */
+		*pr = in->nranks;
+		*pc = 1;
+		return;
+	}
 	for (int r = 1; r <= in->nranks; r++) {
 		int c = in->nranks / r;
 		int64_t cost;
@@ -48,6 +53,9 @@ static int64_t qrow_bytes(const plan_in *in, int64_t brows)
 {
 	if (in->cmd == XJ_CMD_MATRIX)
 		return row_bytes(in) + brows * 4 * (in->out_blocks > 1 ? 2 : 1);
+	if (in->cmd == XJ_CMD_RANGE)
+		return row_bytes(in) + in->work_per_qrow_bytes +
+		       in->m * PLAN_RANGE_PAIR_BYTES;
 	return row_bytes(in) + in->work_per_qrow_bytes + 4 * in->k * 12;
 }
 
@@ -125,6 +133,8 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 			       in->budget_bytes, usable_bytes(in), q, b,
 			       p.peak_bytes);
 	p.qrounds = ceil_div(p.qblock_max, q);
+	if (in->cmd == XJ_CMD_RANGE)    /* chunks dealt round robin */
+		p.qrounds = ceil_div(ceil_div(in->n, q), in->nranks);
 	p.brounds = ceil_div(p.bshard_max, b);
 	*out = p;
 	return XJ_OK;
@@ -182,7 +192,8 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 	int64_t qrow = qrow_bytes(in, p->bchunk_rows);
 
 	fprintf(out, "# plan: %s, %d rank(s)\n",
-		in->cmd == XJ_CMD_MATRIX ? "matrix" : "topk", in->nranks);
+		in->cmd == XJ_CMD_MATRIX ? "matrix" :
+		in->cmd == XJ_CMD_RANGE ? "range" : "topk", in->nranks);
 	fprintf(out, "| %-22s | %18s |\n", "item", "value");
 	fprintf(out, "| %-22s | %18s |\n", "----", "-----");
 	fprintf(out, "| %-22s | %8d x %-7d |\n", "grid (Pr x Pc)", p->pr, p->pc);

@@ -17,6 +17,7 @@
  *
  *   topk:   Q * (d*4*cq + work_per_qrow + 4*k*12) + B * d*4*cb + work_fixed
  *   matrix: Q * (d*4*cq + B*4*nout)               + B * d*4*cb + work_fixed
+ *   range:  Q * (d*4*cq + work_per_qrow + m*36)   + B * d*4*cb + work_fixed
  *
  * with Q = qchunk_rows, B = bchunk_rows, cq = cb = 2 for cosine (a
  * normalised copy) and 1 otherwise, 4*k*12 the local, received and merged
@@ -32,7 +33,14 @@
  * most d/16384 of its output bytes and whose blocks stay within 256 MiB.
  * B is at most 16384 rows (4096 for the matrix) and halves while Q would
  * fall below 256 rows.
+ *
+ * Range: the grid is P x 1 (no merge; whole rows per rank) and query
+ * chunks are dealt round robin (app/driver_range.c). m*36 bounds a query
+ * row's pairs when every base row is within the threshold: 12 bytes per
+ * pair in the backend's list (24 while it grows by doubling) plus 12 in
+ * the write buffers. So memory stays within the budget whatever the data.
  */
+#define PLAN_RANGE_PAIR_BYTES 36
 #ifndef XJ_PLAN_H
 #define XJ_PLAN_H
 
@@ -44,7 +52,7 @@
 #include "../config/status.h"
 
 typedef struct plan_in {
-	xj_command cmd;            /* XJ_CMD_TOPK or XJ_CMD_MATRIX */
+	xj_command cmd;            /* XJ_CMD_TOPK, _MATRIX or _RANGE */
 	xj_metric metric;
 	int64_t n, m, d, k;        /* global shapes; k = 0 for matrix */
 	int nranks;

@@ -131,7 +131,8 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	}
 	fprintf(f, "{\n  \"xjoin_version\": \"%s\",\n", XJOIN_VERSION);
 	fprintf(f, "  \"command\": \"%s\",\n",
-		job->command == XJ_CMD_MATRIX ? "matrix" : "topk");
+		job->command == XJ_CMD_MATRIX ? "matrix" :
+		job->command == XJ_CMD_RANGE ? "range" : "topk");
 	fprintf(f, "  \"metric\": \"%s\",\n", metric_name(job->metric));
 	fprintf(f, "  \"n\": %" PRId64 ", \"m\": %" PRId64 ", \"d\": %" PRId64
 		", \"k\": %" PRId64 ",\n", job->n, job->m, job->d, job->k);
@@ -185,7 +186,7 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	       ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
 	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
-	       "topk", job->output);
+	       job->command == XJ_CMD_RANGE ? "range" : "topk", job->output);
 	fflush(stdout);
 	if (json_path && json_path[0])
 		write_json(json_path, job, p, backend, ph, total, flops,

@@ -238,9 +238,10 @@ int resume_fill(resume_record *r, const xj_job *job, const h5in_info *qi,
 {
 	memset(r, 0, sizeof(*r));
 	snprintf(r->command, sizeof(r->command), "%s",
-		 job->command == XJ_CMD_MATRIX ? "matrix" : "topk");
+		 job->command == XJ_CMD_MATRIX ? "matrix" :
+		 job->command == XJ_CMD_RANGE ? "range" : "topk");
 	snprintf(r->metric, sizeof(r->metric), "%s", metric_name(job->metric));
-	r->k = job->command == XJ_CMD_MATRIX ? 0 : job->k;
+	r->k = job->command == XJ_CMD_TOPK ? job->k : 0;
 	r->has_threshold = job->has_threshold;
 	r->threshold = job->has_threshold ? job->threshold : 0.0;
 	r->self = job->command == XJ_CMD_MATRIX ? 0 : job->self;

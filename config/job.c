@@ -67,6 +67,7 @@ static const char *command_name(xj_command cmd)
 	case XJ_CMD_GEN: return "gen";
 	case XJ_CMD_DEVICES: return "devices";
 	case XJ_CMD_INSPECT: return "inspect";
+	case XJ_CMD_RANGE: return "range";
 	}
 	return "(unknown)";
 }
@@ -187,6 +188,24 @@ static int check_matrix(const xj_job *job, const char *label, xj_status *st)
 	return XJ_OK;
 }
 
+/* range: every pair within the threshold, so it needs one and no k. */
+static int check_range(const xj_job *job, const char *label, xj_status *st)
+{
+	if (job->k != 0)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "-k/--k does not apply to %s (it keeps every pair within the threshold; use topk)",
+			       label);
+	if (!job->has_threshold || !isfinite(job->threshold))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s needs -t/--threshold (a finite number in the metric's units)",
+			       label);
+	if (job->device == XJ_DEVICE_GPU)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s runs on the CPU backend only: leave out --device gpu",
+			       label);
+	return XJ_OK;
+}
+
 static int check_gen(const xj_job *job, xj_status *st)
 {
 	if (job->gen_rows < 1)
@@ -247,6 +266,7 @@ int job_check(const xj_job *job, xj_status *st)
 	switch (target) {
 	case XJ_CMD_TOPK:
 	case XJ_CMD_MATRIX:
+	case XJ_CMD_RANGE:
 		rc = check_inputs(job, label, st);
 		if (rc)
 			return rc;
@@ -261,6 +281,8 @@ int job_check(const xj_job *job, xj_status *st)
 				       "over: give one of them");
 		if (target == XJ_CMD_TOPK)
 			return check_topk(job, label, st);
+		if (target == XJ_CMD_RANGE)
+			return check_range(job, label, st);
 		return check_matrix(job, label, st);
 	case XJ_CMD_GEN:
 		if (job->command == XJ_CMD_PLAN)
@@ -280,9 +302,10 @@ int job_check(const xj_job *job, xj_status *st)
 	}
 	if (job->command == XJ_CMD_NONE)
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "no command (topk, matrix, plan, gen, devices or "
-			       "inspect)");
-	return xj_fail(st, XJ_EXIT_USAGE, "plan applies to topk or matrix");
+			       "no command (topk, matrix, range, plan, gen, devices "
+			       "or inspect)");
+	return xj_fail(st, XJ_EXIT_USAGE, "plan applies to topk, matrix or "
+		       "range");
 }
 
 const char *metric_name(xj_metric m)
@@ -433,9 +456,10 @@ static void table_what(struct job_table *t, const xj_job *job,
 	snprintf(table_add(t, "metric"), JOB_VALUE_MAX, "%s (%s is better)",
 		 metric_name(job->metric),
 		 metric_larger_is_better(job->metric) ? "larger" : "smaller");
-	if (target != XJ_CMD_TOPK)
+	if (target != XJ_CMD_TOPK && target != XJ_CMD_RANGE)
 		return;
-	snprintf(table_add(t, "k"), JOB_VALUE_MAX, "%" PRId64, job->k);
+	if (target == XJ_CMD_TOPK)
+		snprintf(table_add(t, "k"), JOB_VALUE_MAX, "%" PRId64, job->k);
 	if (job->has_threshold)
 		snprintf(table_add(t, "threshold"), JOB_VALUE_MAX, "%.9g",
 			 job->threshold);

@@ -27,6 +27,7 @@ typedef enum xj_command {
 	XJ_CMD_GEN,
 	XJ_CMD_DEVICES, /* one line per rank: the GPU it would use, or why none */
 	XJ_CMD_INSPECT, /* describe and check an output file (rank 0 only) */
+	XJ_CMD_RANGE,   /* every pair within the threshold, as CSR */
 } xj_command;
 
 typedef enum xj_metric {
@@ -55,7 +56,7 @@ typedef enum xj_precision {
 
 typedef struct xj_job {
 	xj_command command;
-	xj_command plan_of;           /* XJ_CMD_TOPK or XJ_CMD_MATRIX for 'plan' */
+	xj_command plan_of;           /* XJ_CMD_TOPK, _MATRIX or _RANGE for 'plan' */
 
 	/* inputs: FILE[:DATASET]; dataset empty until resolved */
 	char query_file[XJ_PATH_MAX];
@@ -75,6 +76,7 @@ typedef struct xj_job {
 	int resume;                   /* continue an interrupted run */
 	int64_t checkpoint_s;         /* seconds between progress records */
 	int64_t peer_timeout_s;       /* a silent rank is lost after this; 0: off */
+	int64_t max_pairs;            /* range: stop past this many pairs; 0: no cap */
 
 	/* resources */
 	int64_t mem_limit_bytes;      /* 0: from available memory */

@@ -52,6 +52,7 @@ struct h5out {
 	h5out_type type[H5OUT_SLOTS];
 	int64_t rows[H5OUT_SLOTS];
 	int64_t cols[H5OUT_SLOTS];
+	int rank1[H5OUT_SLOTS];  /* a 1-D dataset (h5out_add_vector) */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
@@ -345,6 +346,27 @@ static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
 	return XJ_OK;
 }
 
+/* The creation list of every dataset: space allocated at creation, no
+ * fill values. */
+static int h5out_dcpl(const h5out *h, const char *name, hid_t *dcpl,
+		      xj_status *st)
+{
+	if (H5_TRY(*dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
+		   name) ||
+	    H5_TRY(H5Pset_alloc_time(*dcpl, H5D_ALLOC_TIME_EARLY), st,
+		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
+		   name))
+		return st->code;
+	/* the driver writes every element: fill values would only be
+	 * written twice, by a collective write inside H5Dcreate2 that
+	 * leaves the other ranks waiting when it fails on one (full
+	 * disk) */
+	H5_TRY(H5Pset_fill_time(*dcpl, H5D_FILL_TIME_NEVER), st,
+	       XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name);
+	return st->code;
+}
+
 static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 			      int64_t rows, int64_t cols, int64_t chunk_rows,
 			      xj_status *st)
@@ -357,18 +379,7 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 
 	if (H5_TRY(space = H5Screate_simple(2, dims, NULL), st,
 		   XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial, name) ||
-	    H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: creation list", h->partial,
-		   name) ||
-	    H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: allocation time", h->partial,
-		   name) ||
-	    /* the driver writes every element: fill values would only be
-	     * written twice, by a collective write inside H5Dcreate2 that
-	     * leaves the other ranks waiting when it fails on one (full
-	     * disk) */
-	    H5_TRY(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), st,
-		   XJ_EXIT_INTERNAL, "%s:%s: fill time", h->partial, name) ||
+	    h5out_dcpl(h, name, &dcpl, st) ||
 	    H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), st, XJ_EXIT_INTERNAL,
 		   "%s:%s: link list", h->partial, name) ||
 	    H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), st,
@@ -403,9 +414,12 @@ out:
 	return st->code;
 }
 
-/* The interrupted run's dataset: same type class and shape, or refused. */
+/* The interrupted run's dataset: same type class and shape, or refused.
+ * ndim 1: a vector of rows elements (cols 1), of any length when
+ * growable (the length the run had grown it to). */
 static int h5out_open_dataset(h5out *h, const char *name, h5out_type type,
-			      int64_t rows, int64_t cols, xj_status *st)
+			      int64_t rows, int64_t cols, int ndim,
+			      int growable, xj_status *st)
 {
 	hid_t dset = H5I_INVALID_HID, space = H5I_INVALID_HID;
 	hid_t ftype = H5I_INVALID_HID;
@@ -420,9 +434,12 @@ static int h5out_open_dataset(h5out *h, const char *name, h5out_type type,
 	    H5_TRY(ftype = H5Dget_type(dset), st, XJ_EXIT_INPUT,
 		   "%s:%s: type", h->partial, name))
 		goto out;
-	ok = H5Sget_simple_extent_ndims(space) == 2 &&
-	     H5Sget_simple_extent_dims(space, dims, NULL) == 2 &&
-	     dims[0] == (hsize_t)rows && dims[1] == (hsize_t)cols &&
+	if (ndim == 1)
+		dims[1] = 1;
+	ok = H5Sget_simple_extent_ndims(space) == ndim &&
+	     H5Sget_simple_extent_dims(space, dims, NULL) == ndim &&
+	     (dims[0] == (hsize_t)rows || growable) &&
+	     dims[1] == (hsize_t)cols &&
 	     H5Tget_class(ftype) == (type == H5OUT_I64 ? H5T_INTEGER :
 						       H5T_FLOAT) &&
 	     H5Tget_size(ftype) == (type == H5OUT_I64 ? 8 : 4);
@@ -442,25 +459,16 @@ out:
 	}
 	h->dset[h->ndset] = dset;
 	h->type[h->ndset] = type;
-	h->rows[h->ndset] = rows;
+	h->rows[h->ndset] = (int64_t)dims[0];
 	h->cols[h->ndset] = cols;
+	h->rank1[h->ndset] = ndim == 1;
 	strcpy(h->name[h->ndset], name);
 	return XJ_OK;
 }
 
-int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
-		      int64_t rows, int64_t cols, int64_t chunk_rows,
-		      int *slot, xj_status *st)
+/* Agree on the dataset just made in the next slot; *slot is it. */
+static int h5out_slot_agree(h5out *h, int *slot, xj_status *st)
 {
-	xj_ok(st);
-	*slot = -1;
-	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st)) {
-		if (h->reopened)
-			h5out_open_dataset(h, name, type, rows, cols, st);
-		else
-			h5out_make_dataset(h, name, type, rows, cols,
-					   chunk_rows, st);
-	}
 	if (h5out_agree(h, st)) {
 		/* created here but not everywhere: forget it, the file is
 		 * going to be aborted */
@@ -472,6 +480,96 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 	}
 	*slot = h->ndset++;
 	return XJ_OK;
+}
+
+int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
+		      int64_t rows, int64_t cols, int64_t chunk_rows,
+		      int *slot, xj_status *st)
+{
+	xj_ok(st);
+	*slot = -1;
+	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st)) {
+		if (h->reopened)
+			h5out_open_dataset(h, name, type, rows, cols, 2, 0,
+					   st);
+		else
+			h5out_make_dataset(h, name, type, rows, cols,
+					   chunk_rows, st);
+	}
+	return h5out_slot_agree(h, slot, st);
+}
+
+static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st);
+
+/* A 1-D dataset; growable ones are chunked (1 Mi elements at most) with
+ * no upper bound. */
+static int h5out_make_vector(h5out *h, const char *name, h5out_type type,
+			     int64_t len, int growable, xj_status *st)
+{
+	hid_t ftype = type == H5OUT_I64 ? H5T_STD_I64LE : H5T_IEEE_F32LE;
+	hid_t space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+	hsize_t dims[1] = { (hsize_t)len }, maxd[1] = { H5S_UNLIMITED };
+	hsize_t chunk[1] = { (hsize_t)1 << 20 };
+
+	if (H5_TRY(space = H5Screate_simple(1, dims, growable ? maxd : NULL),
+		   st, XJ_EXIT_INTERNAL, "%s:%s: dataspace", h->partial,
+		   name) ||
+	    h5out_dcpl(h, name, &dcpl, st) ||
+	    (growable && H5_TRY(H5Pset_chunk(dcpl, 1, chunk), st,
+				XJ_EXIT_INTERNAL, "%s:%s: chunk", h->partial,
+				name)))
+		goto out;
+	if (H5_TRY(h->dset[h->ndset] = H5Dcreate2(h->file, name, ftype, space,
+						  H5P_DEFAULT, dcpl,
+						  H5P_DEFAULT), st,
+		   XJ_EXIT_RESOURCE, "%s:%s: cannot create a dataset of %lld",
+		   h->partial, name, (long long)len))
+		goto out;
+	h->type[h->ndset] = type;
+	h->rows[h->ndset] = len;
+	h->cols[h->ndset] = 1;
+	h->rank1[h->ndset] = 1;
+	strcpy(h->name[h->ndset], name);
+out:
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (space >= 0)
+		H5Sclose(space);
+	return st->code;
+}
+
+int h5out_add_vector(h5out *h, const char *name, h5out_type type,
+		     int64_t len, int growable, int *slot, xj_status *st)
+{
+	xj_ok(st);
+	*slot = -1;
+	if (!h5out_check_args(h, name, len, 1, 0, st)) {
+		if (h->reopened)
+			h5out_open_dataset(h, name, type, len, 1, 1,
+					   growable, st);
+		else
+			h5out_make_vector(h, name, type, len, growable, st);
+	}
+	return h5out_slot_agree(h, slot, st);
+}
+
+int h5out_grow(h5out *h, int slot, int64_t len, int shrink, xj_status *st)
+{
+	hsize_t dims[1] = { (hsize_t)len };
+
+	xj_ok(st);
+	if (slot < 0 || slot >= h->ndset || !h->rank1[slot] || len < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: no growable dataset "
+			       "slot %d", h->partial, slot);
+	if (len == h->rows[slot] || (len < h->rows[slot] && !shrink))
+		return XJ_OK;
+	if (!H5_TRY(H5Dset_extent(h->dset[slot], dims), st, XJ_EXIT_RESOURCE,
+		    "%s:%s: extending to %lld elements", h->partial,
+		    h->name[slot], (long long)len))
+		h->rows[slot] = len;
+	else
+		h5out_room_hint(h, (len - h->rows[slot]) * 8, st);
+	return h5out_agree(h, st);
 }
 
 static int h5out_check_slab(const h5out *h, int slot, int64_t row0,
@@ -510,9 +608,11 @@ static int h5out_select(const h5out *h, int slot, int64_t row0,
 	hsize_t one[2] = { 1, 1 };
 	int empty = rows == 0 || cols == 0;
 
+	int ndim = h->rank1[slot] ? 1 : 2;
+
 	if (H5_TRY(*fspace = H5Dget_space(h->dset[slot]), st,
 		   XJ_EXIT_INTERNAL, "%s: dataspace", h->partial) ||
-	    H5_TRY(*mspace = H5Screate_simple(2, empty ? one : count, NULL),
+	    H5_TRY(*mspace = H5Screate_simple(ndim, empty ? one : count, NULL),
 		   st, XJ_EXIT_INTERNAL, "%s: memory dataspace", h->partial))
 		return st->code;
 	if (empty) {
@@ -585,6 +685,35 @@ out:
 	if (fspace >= 0)
 		H5Sclose(fspace);
 	return st->code;
+}
+
+int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,
+		   xj_status *st)
+{
+	hsize_t start[1] = { (hsize_t)i }, one[1] = { 1 };
+	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+
+	xj_ok(st);
+	if (slot < 0 || slot >= h->ndset || !h->rank1[slot] ||
+	    h->type[slot] != H5OUT_I64 || i < 0 || i >= h->rows[slot])
+		xj_fail(st, XJ_EXIT_INTERNAL, "%s: no element %lld in slot %d",
+			h->partial, (long long)i, slot);
+	else if (!H5_TRY(fs = H5Dget_space(h->dset[slot]), st,
+			 XJ_EXIT_INTERNAL, "%s: dataspace", h->partial) &&
+		 !H5_TRY(ms = H5Screate_simple(1, one, NULL), st,
+			 XJ_EXIT_INTERNAL, "%s: memory space", h->partial) &&
+		 !H5_TRY(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL,
+					     one, NULL), st, XJ_EXIT_INTERNAL,
+			 "%s: selection", h->partial))
+		H5_TRY(H5Dread(h->dset[slot], H5T_NATIVE_INT64, ms, fs,
+			       H5P_DEFAULT, v), st, XJ_EXIT_INPUT,
+		       "%s:%s: reading element %lld", h->partial,
+		       h->name[slot], (long long)i);
+	if (ms >= 0)
+		H5Sclose(ms);
+	if (fs >= 0)
+		H5Sclose(fs);
+	return h5out_agree(h, st);
 }
 
 int h5out_flush(h5out *h, xj_status *st)

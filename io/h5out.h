@@ -3,7 +3,9 @@
  *
  * defines: h5out, h5out_type, h5out_create, h5out_reopen, h5out_add_dataset,
  *          h5out_write, h5out_flush, h5out_attr_str, h5out_attr_i64,
- *          h5out_attr_f64, h5out_finish, h5out_suspend, h5out_abort,
+ *          h5out_attr_f64, h5out_add_vector, h5out_grow, h5out_read_i64,
+ *          h5out_finish,
+ *          h5out_suspend, h5out_abort,
  *          h5out_partial_path, h5out_unlink_locks
  *
  * The file is created as "<path>.partial" through MPI-IO and renamed to
@@ -58,6 +60,20 @@ int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
 int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 		      int64_t rows, int64_t cols, int64_t chunk_rows,
 		      int *slot, xj_status *st);
+
+/* Add a 1-D dataset of len elements (a CSR array). growable: chunked with
+ * no upper bound, for h5out_grow. It takes h5out_write's slabs as
+ * rows x 1 (col0 = 0, cols = 1). In a reopened file the dataset is
+ * opened: len elements, or any length when growable. */
+int h5out_add_vector(h5out *h, const char *name, h5out_type type,
+		     int64_t len, int growable, int *slot, xj_status *st);
+
+/* Set a growable 1-D dataset's length to len: only longer unless shrink. */
+int h5out_grow(h5out *h, int slot, int64_t len, int shrink, xj_status *st);
+
+/* Element i of a 1-D int64 dataset, read by every rank. */
+int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,
+		   xj_status *st);
 
 /* Write this rank's slab [row0, row0+rows) x [col0, col0+cols) from buf
  * (rows x cols, row-major) collectively. rows or cols may be 0. */

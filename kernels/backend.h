@@ -25,6 +25,17 @@
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
  *
+ * For the range join it collects every pair within the threshold of a
+ * query chunk against everything streamed, each row sorted by (value,
+ * base index), then hands them over in row order:
+ *
+ *   be->range_begin(be, &q, st);
+ *   for each base chunk b: be->range_add(be, &b, st);
+ *   be->range_end(be, count, st);           // count: q.rows pairs per row
+ *   be->range_take(be, idx, val, st);       // sum(count) pairs, row order
+ *
+ * range_begin may be NULL: the backend offers no range join.
+ *
  * backend_matrix_block() does both at once. Where matrix_start computes
  * the block itself (the CPU backend, matrix_async = 0) one buffer does:
  * the caller writes each block before it starts the next.
@@ -94,6 +105,17 @@ struct xj_backend {
 	float *(*block_alloc)(xj_backend *be, int64_t n, xj_status *st);
 	void (*block_free)(xj_backend *be, float *p);
 	void (*release)(xj_backend *be);   /* frees be itself too */
+	/* Range join (optional): the pairs with canonical key <= the
+	 * threshold key, found by the GEMM under the error bound and kept
+	 * by their canonical key alone. range_take writes output values
+	 * (metric_key_to_value) and global base indices, row by row, each
+	 * row in (key, index) order; the pairs stay with the backend until
+	 * the next range_begin. */
+	int (*range_begin)(xj_backend *be, const xj_rows *q, xj_status *st);
+	int (*range_add)(xj_backend *be, const xj_rows *b, xj_status *st);
+	int (*range_end)(xj_backend *be, int64_t *count, xj_status *st);
+	int (*range_take)(xj_backend *be, int64_t *idx, float *val,
+			  xj_status *st);
 	int matrix_async;      /* matrix_start returns before the block is
 				* done (CUDA): worth a second block buffer */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */

@@ -63,6 +63,7 @@ static void cpu_release(xj_backend *be)
 		free(c->th[t].qpad);
 	}
 	free(c->th);
+	cpu_range_free(c);
 	cpu_free_query(c);
 	cpu_free_base(c);
 	free(c->mqq);
@@ -145,6 +146,10 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.matrix_wait = cpu_matrix_wait;
 	c->be.block_alloc = cpu_block_alloc;
 	c->be.block_free = cpu_block_free;
+	c->be.range_begin = cpu_range_begin;
+	c->be.range_add = cpu_range_add;
+	c->be.range_end = cpu_range_end;
+	c->be.range_take = cpu_range_take;
 	c->be.release = cpu_release;
 	c->be.gemm_flops = 0;
 	if (thread_alloc(c)) {

@@ -13,6 +13,8 @@
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
  *   cpu_matrix.c   matrix blocks of canonical values
+ *   cpu_range.c    range join: the top-k's GEMM tiles and gate, every
+ *                  pair within the threshold kept
  *
  * The two functions defined here are static inline: cpu_of is the cast
  * every file makes, and lanes_key runs per pair in the rescoring and per
@@ -119,6 +121,7 @@ typedef struct cpu_backend {
 	int64_t mqalloc, mballoc;
 	double *mqq;       /* matrix: query squared norms */
 	double *mbb;       /* matrix: base squared norms */
+	struct cpu_range *range;   /* range join state (cpu_range.c) */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(xj_backend *be)
@@ -157,6 +160,9 @@ int64_t cpu_rows_prepare(xj_metric m, const float *x, int64_t rows,
 			 float *hat, int threads);
 int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
 		int64_t first_row, xj_status *st);
+/* Query chunk q's norms and normalised copy into c->qq, qnorm, qhat
+ * (reserved for q->rows); a bad row is an error naming it. */
+int cpu_query_prepare(cpu_backend *c, const xj_rows *q, xj_status *st);
 
 /* ---- cpu_topk.c ---------------------------------------------------- */
 
@@ -165,6 +171,33 @@ void cpu_free_base(cpu_backend *c);
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
 int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
 int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+/* Check base chunk b; unless it or the query chunk is empty, its norms,
+ * normalised copy and sub-tile maxima (c->bb ...). */
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st);
+/* The GEMM tile of query rows [i0, i1) against the TB-row sub-tile of b
+ * at j0, into t->g (returns its columns); its error bound and offset
+ * (cpu_topk.c's file comment) and the rounding up they are compared
+ * with. */
+int64_t cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0,
+			 int64_t i1, const xj_rows *b, int64_t j0);
+double cpu_row_err(const cpu_backend *c, int64_t i, double bmax);
+double cpu_row_offset(const cpu_backend *c, int64_t i);
+float cpu_float_up(double x);
+/* Run fn on every query tile [i0, i1) of the chunk against base chunk b,
+ * the tiles spread over the threads (a team when the chunk is worth it);
+ * adds the GEMM FLOPs. Returns 0 when a call returned 0 (out of memory). */
+typedef int (*cpu_tile_fn)(cpu_backend *c, cpu_thread *t, int64_t i0,
+			   int64_t i1, const xj_rows *b);
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn);
+
+/* ---- cpu_range.c --------------------------------------------------- */
+
+int cpu_range_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cpu_range_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st);
+int cpu_range_take(xj_backend *be, int64_t *idx, float *val,
+		   xj_status *st);
+void cpu_range_free(cpu_backend *c);
 
 /* ---- cpu_matrix.c -------------------------------------------------- */
 

@@ -100,6 +100,19 @@ int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
 		       (long long)(first_row + r));
 }
 
+int cpu_query_prepare(cpu_backend *c, const xj_rows *q, xj_status *st)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int64_t bad = cpu_rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d,
+				       c->qq, NULL, c->qnorm,
+				       cosine ? c->qhat : NULL, c->threads);
+
+	if (bad >= 0)
+		return cpu_bad_row(c->cfg.metric, q->x, c->cfg.d, bad,
+				   q->first_row, st);
+	return XJ_OK;
+}
+
 int cpu_check_rows_arg(const cpu_backend *c, const xj_rows *r,
 		       const char *what, xj_status *st)
 {

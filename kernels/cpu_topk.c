@@ -732,19 +732,26 @@ static void tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
 	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
 }
 
-/* One thread's query tile [i0, i1) against the whole base chunk. */
-static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
-		     const xj_rows *b)
+int64_t cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0,
+			 int64_t i1, const xj_rows *b, int64_t j0)
 {
 	int64_t d = c->cfg.d;
+	int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	const float *qa = cosine ? c->qhat : c->qx;
 	const float *ba = cosine ? c->bhat : b->x;
 
-	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+	tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
+	return nb;
+}
 
-		tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
+/* One thread's query tile [i0, i1) against the whole base chunk. */
+static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b)
+{
+	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
+		int64_t nb = cpu_subtile_gemm(c, t, i0, i1, b, j0);
+
 		for (int64_t i = i0; i < i1; i++)
 			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
 		/* tighten the gates for the next sub-tile */
@@ -764,8 +771,6 @@ static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
-	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
-	int64_t bad;
 
 	if (c->cfg.k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
@@ -773,14 +778,8 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 			       (long long)c->cfg.k);
 	if (cpu_check_rows_arg(c, q, "query", st))
 		return st->code;
-	if (query_reserve(c, q->rows, st))
+	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st))
 		return st->code;
-	bad = cpu_rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d, c->qq,
-			       NULL, c->qnorm, cosine ? c->qhat : NULL,
-			       c->threads);
-	if (bad >= 0)
-		return cpu_bad_row(c->cfg.metric, q->x, c->cfg.d, bad,
-				   q->first_row, st);
 	for (int64_t i = 0; i < q->rows; i++) {
 		c->gate[i] = c->gate0;
 		c->ecount[i] = 0;
@@ -809,23 +808,17 @@ static int64_t tile_rows(int64_t rows, int threads)
 	return (rows + nt - 1) / nt;
 }
 
-int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 {
-	cpu_backend *c = cpu_of(be);
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
 		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
-	int64_t bad, tq, ntiles;
-	double flops = 0;
-	int team;
+	int64_t bad;
 
-	if (!c->active)
-		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "cpu backend: topk_add before topk_begin");
 	if (cpu_check_rows_arg(c, b, "base", st))
 		return st->code;
 	if (b->rows == 0 || c->qrows == 0)
-		return XJ_OK;
+		return XJ_OK;   /* nothing to compute */
 	if (base_reserve(c, b->rows, st))
 		return st->code;
 	bad = cpu_rows_prepare(c->cfg.metric, b->x, b->rows, c->cfg.d, c->bb,
@@ -841,11 +834,29 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
 		c->submax[j0 / TB] = mx;
 	}
-	tq = tile_rows(c->qrows, c->threads);
-	ntiles = (c->qrows + tq - 1) / tq;
+	return XJ_OK;
+}
+
+/* tile_run as cpu_tiles_run calls it: top-k never runs short of memory
+ * inside a tile. */
+static int tile_run_ok(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		       const xj_rows *b)
+{
+	tile_run(c, t, i0, i1, b);
+	return 1;
+}
+
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn)
+{
+	int64_t tq = tile_rows(c->qrows, c->threads);
+	int64_t ntiles = (c->qrows + tq - 1) / tq;
+	double flops = 0;
+	int team, ok = 1;
+
 	team = ntiles > 1 &&
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
-#pragma omp parallel num_threads(c->threads) reduction(+ : flops) if (team)
+#pragma omp parallel num_threads(c->threads) reduction(+ : flops) \
+	reduction(&& : ok) if (team)
 	{
 		cpu_thread *t = &c->th[omp_get_thread_num()];
 
@@ -855,11 +866,24 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			int64_t i0 = it * tq;
 			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
 
-			tile_run(c, t, i0, i1, b);
+			ok = fn(c, t, i0, i1, b) && ok;
 		}
 		flops += t->flops;
 	}
-	be->gemm_flops += flops;
+	c->be.gemm_flops += flops;
+	return ok;
+}
+
+int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_add before topk_begin");
+	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
+		return st->code;
+	cpu_tiles_run(c, b, tile_run_ok);
 	return XJ_OK;
 }
 
@@ -881,4 +905,21 @@ int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
 	c->active = 0;
 	c->qx = NULL;
 	return XJ_OK;
+}
+
+/* ---- shared with the range join (cpu_range.c) ---------------------- */
+
+float cpu_float_up(double x)
+{
+	return float_up(x);
+}
+
+double cpu_row_offset(const cpu_backend *c, int64_t i)
+{
+	return row_offset(c, i);
+}
+
+double cpu_row_err(const cpu_backend *c, int64_t i, double bmax)
+{
+	return row_err(c, i, bmax);
 }

@@ -22,6 +22,8 @@
  * Matrix blocks: canonical values (metric_key_to_value of metric_key),
  * bit for bit, in pinned and pageable memory, nothing written past the
  * block or for an empty one; blocks queued in turn as the driver does.
+ * Range join: every pair within the threshold, rows in (key, index)
+ * order, bit for bit, for every chunking (backends offering it).
  * Errors: calls out of order, wrong dimension, zero, huge and NaN rows
  * (named by their global row), impossible sizes (resource errors, and
  * the backend still works).
@@ -1037,6 +1039,110 @@ static void test_matrix_tag(void)
 	free(w2);
 }
 
+/* ---- range join -------------------------------------------------------- */
+
+/*
+ * Every pair with canonical key <= the threshold key, each row in (key,
+ * index) order, for every chunking; large-norm rows (the GEMM cancels)
+ * and duplicates (ties), every metric, with and without self. A backend
+ * without range_begin offers no range join and is not asked.
+ */
+static int64_t range_case(const tcase *tc, const chunking *ch)
+{
+	xj_backend_cfg cfg = cfg_of(tc, ch->threads);
+	int64_t qc = ch->qc ? ch->qc : tc->nq, bc = ch->bc ? ch->bc : tc->nb;
+	int64_t bad = 0, *count = malloc(sizeof(int64_t) * (size_t)qc);
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(qc * tc->nb));
+	float *val = malloc(sizeof(float) * (size_t)(qc * tc->nb));
+	double *bb = malloc(sizeof(double) * (size_t)tc->nb);
+	xj_backend *be = NULL;
+	xj_status st;
+
+	xj_ok(&st);
+	CU_ASSERT_FATAL(count && idx && val && bb);
+	CU_ASSERT_EQUAL_FATAL(cur->create(&cfg, &be, &st), XJ_OK);
+	for (int64_t j = 0; j < tc->nb; j++)
+		bb[j] = metric_norm2(tc->b + j * tc->d, tc->d);
+	for (int64_t q0 = 0; q0 < tc->nq && be->range_begin; q0 += qc) {
+		int64_t nq = tc->nq - q0 < qc ? tc->nq - q0 : qc, at = 0;
+		xj_rows q = { tc->q + q0 * tc->d, nq, tc->d, q0, 0 };
+
+		CU_ASSERT_EQUAL_FATAL(be->range_begin(be, &q, &st), XJ_OK);
+		for (int64_t b0 = 0; b0 < tc->nb; b0 += bc) {
+			xj_rows b = { tc->b + b0 * tc->d, tc->nb - b0 < bc ?
+				      tc->nb - b0 : bc, tc->d, b0, 0 };
+
+			CU_ASSERT_EQUAL_FATAL(be->range_add(be, &b, &st),
+					      XJ_OK);
+		}
+		CU_ASSERT_EQUAL_FATAL(be->range_end(be, count, &st), XJ_OK);
+		CU_ASSERT_EQUAL_FATAL(be->range_take(be, idx, val, &st),
+				      XJ_OK);
+		for (int64_t i = 0; i < nq; i++) {
+			const float *x = tc->q + (q0 + i) * tc->d;
+			double qq = metric_norm2(x, tc->d);
+			int64_t n = 0;
+
+			/* the reference row, in index order, then sorted */
+			ref_pair *p = malloc(sizeof(ref_pair) *
+					     (size_t)(tc->nb + 1));
+
+			CU_ASSERT_FATAL(p != NULL);
+			for (int64_t j = 0; j < tc->nb; j++) {
+				float key = metric_key(tc->metric, x,
+						       tc->b + j * tc->d,
+						       tc->d, qq, bb[j]);
+
+				if (key <= tc->threshold_key &&
+				    !(tc->self && j == q0 + i))
+					p[n++] = (ref_pair){ key, j };
+			}
+			qsort(p, (size_t)n, sizeof(*p), ref_cmp);
+			bad += count[i] != n;
+			for (int64_t e = 0; e < n && count[i] == n; e++)
+				bad += idx[at + e] != p[e].idx ||
+				       val[at + e] != metric_key_to_value(
+					       tc->metric, p[e].key);
+			at += count[i];
+			free(p);
+		}
+	}
+	if (bad)
+		printf("\n  range %s: %lld mismatches (chunks %lld x %lld)",
+		       metric_names[tc->metric], (long long)bad,
+		       (long long)qc, (long long)bc);
+	be->release(be);
+	free(count);
+	free(idx);
+	free(val);
+	free(bb);
+	return bad;
+}
+
+static void test_range(void)
+{
+	const int64_t d = 32, nb = 1500, nq = 40;
+	float *b = gauss_rows(nb, d, 1e4, 1);   /* large norms: cancellation */
+	const chunking ch[] = { { 0, 0, 0, 0 }, { 7, 333, 0, 0 },
+				{ 1, 1025, 0, 2 }, { 40, 1100, 0, 3 } };
+
+	CU_ASSERT_FATAL(b != NULL);
+	for (int i = 0; i < 5; i++)   /* ties: rows 100.. repeat rows 0.. */
+		memcpy(b + (100 + i) * d, b + i * d, sizeof(float) * d);
+	for (int m = 0; m < 4; m++) {
+		tcase tc = { (xj_metric)m, 0, 1, 0, m % 2, b, nq, b, nb, d };
+		ref_lists ref;
+
+		/* the key of rank 30 of query 0: some rows keep dozens */
+		ref_build(&ref, tc.metric, b, 1, b, nb, d, 31);
+		tc.threshold_key = ref.key[30];
+		ref_free(&ref);
+		for (int c = 0; c < (int)UNIT_COUNT(ch); c++)
+			CU_ASSERT_EQUAL(range_case(&tc, &ch[c]), 0);
+	}
+	free(b);
+}
+
 /* ---- the suite --------------------------------------------------------- */
 
 static const unit_test contract_tests[] = {
@@ -1055,6 +1161,7 @@ static const unit_test contract_tests[] = {
 	{ "matrix blocks queued in turn", test_matrix_pipeline },
 	{ "matrix: a tagged query block is kept only while the same",
 	  test_matrix_tag },
+	{ "range: every pair within the threshold, sorted", test_range },
 };
 
 int contract_add(const contract_backend *be)

@@ -418,6 +418,14 @@ def matrix(q=None, b=None, *extra):
     return build
 
 
+def range_join(t, *extra):
+    """range over good.h5 at threshold t."""
+    def build(ctx, folder):
+        return ["range", "-q", _spec(ctx, folder, None), "-b",
+                _spec(ctx, folder, None), "-t", t] + list(extra)
+    return build
+
+
 def argv_of(*words):
     """A literal command line; '@good' stands for the good input."""
     def build(ctx, folder):
@@ -670,6 +678,13 @@ def cases():
         Case("file size limit (ulimit -f)", RESOURCE,
              r"ulimit-f-/out\.h5",
              matrix("wide.h5", "wide.h5"), wrap=ULIMIT_WRAP),
+        # --- range joins
+        Case("range: more pairs than --max-pairs", RESOURCE,
+             r"more than 1 pairs \(--max-pairs\).*no output written",
+             range_join("1e30", "--max-pairs", "1")),
+        Case("range without a threshold", USAGE,
+             r"range needs -t/--threshold",
+             argv_of("range", "-q", "@good", "-b", "@good")),
         # --- sharded inputs: VDS sources, patterns, lists (3: input)
     ] + shard_inputs.catalogue_cases(Case, INPUT)
 

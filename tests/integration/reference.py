@@ -21,10 +21,13 @@ queries are processed in blocks of at most PAIRS_PER_BLOCK pairs.
 
 As a module:  topk(q, b, k, metric, threshold=None, self_exclude=False)
               matrix(q, b, metric)
+              range_join(q, b, metric, threshold, self_exclude=False)
 As a program: reference.py topk -q FILE[:DSET] -b FILE[:DSET] -k K
                   [-m METRIC] [-t T] [--self] -o OUT.h5
               reference.py matrix -q FILE[:DSET] -b FILE[:DSET]
                   [-m METRIC] -o OUT.h5
+              reference.py range -q FILE[:DSET] -b FILE[:DSET] -t T
+                  [-m METRIC] [--self] -o OUT.h5
 """
 
 import argparse
@@ -158,6 +161,41 @@ def matrix(q, b, metric):
     return out
 
 
+def range_join(q, b, metric, threshold, self_exclude=False):
+    """Every pair whose key is <= value_to_key(threshold), as CSR.
+
+    Returns (indptr int64 n+1, indices int64, distances float32), each
+    row's pairs in (key, base index) order; self_exclude drops (i, i).
+    """
+    q64, bt64, qq, bb, block = _prepare(q, b, metric)
+    n, m = q64.shape[0], bt64.shape[1]
+    tkey = value_to_key(metric, threshold)
+    counts = np.zeros(n, dtype=np.int64)
+    idx_parts, val_parts = [], []
+    for r0 in range(0, n, block):
+        r1 = min(n, r0 + block)
+        keys = _keys_block(metric, q64[r0:r1], bt64,
+                           None if qq is None else qq[r0:r1], bb)
+        keep = keys <= tkey
+        if self_exclude:
+            rows = np.arange(r0, r1)
+            inside = rows < m
+            keep[(rows - r0)[inside], rows[inside]] = False
+        for i in range(r1 - r0):
+            cols = np.nonzero(keep[i])[0].astype(np.int64)
+            order = np.lexsort((cols, keys[i, cols]))
+            idx_parts.append(cols[order])
+            val_parts.append(key_to_value(metric, keys[i, cols[order]]))
+            counts[r0 + i] = len(cols)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.concatenate(idx_parts) if idx_parts else \
+        np.zeros(0, dtype=np.int64)
+    dist = np.concatenate(val_parts).astype(np.float32) if val_parts \
+        else np.zeros(0, dtype=np.float32)
+    return indptr, indices, dist
+
+
 def parse_spec(spec):
     """FILE[:DATASET] -> (file, dataset or ''), as xjoin reads it."""
     if os.path.exists(spec) or ":" not in spec:
@@ -198,7 +236,7 @@ def write(path, **arrays):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=("topk", "matrix"))
+    ap.add_argument("command", choices=("topk", "matrix", "range"))
     ap.add_argument("-q", "--query", required=True)
     ap.add_argument("-b", "--base", required=True)
     ap.add_argument("-k", type=int, default=10)
@@ -213,6 +251,11 @@ def main(argv=None):
         write(a.output, distances=matrix(q, b, a.metric))
         return 0
     same = (os.path.realpath(qf) == os.path.realpath(bf) and qd == bd)
+    if a.command == "range":
+        ptr, idx, dist = range_join(q, b, a.metric, a.threshold,
+                                    a.self_exclude or same)
+        write(a.output, indptr=ptr, indices=idx, distances=dist)
+        return 0
     nbr, dist = topk(q, b, a.k, a.metric, a.threshold,
                      a.self_exclude or same)
     write(a.output, neighbors=nbr, distances=dist)

@@ -851,6 +851,35 @@ static void test_job_check(void)
 	job.plan_of = XJ_CMD_GEN;
 	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
 	CU_ASSERT_TRUE(contains(st.msg, "plan"));
+
+	/* range: a finite threshold, no k, the CPU backend */
+	job.command = XJ_CMD_RANGE;
+	job.plan_of = XJ_CMD_NONE;
+	snprintf(job.query_file, sizeof(job.query_file), "q.h5");
+	job.k = 0;
+	job.metric = XJ_METRIC_L2;
+	job.has_threshold = 0;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
+	CU_ASSERT_TRUE(contains(st.msg, "range needs -t/--threshold"));
+	job.has_threshold = 1;
+	job.threshold = 2.5;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_OK);
+	job.k = 3;
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
+	CU_ASSERT_TRUE(contains(st.msg, "-k/--k does not apply to range"));
+	job.k = 0;
+	job.device = XJ_DEVICE_GPU;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
+	CU_ASSERT_TRUE(contains(st.msg, "CPU backend only"));
+	job.device = XJ_DEVICE_AUTO;
+	job.command = XJ_CMD_PLAN;   /* plan range: -o optional */
+	job.plan_of = XJ_CMD_RANGE;
+	job.output[0] = '\0';
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_OK);
 }
 
 /* An output that is an input under another name: refused before the
@@ -1038,10 +1067,13 @@ static void test_help_options(void)
 				"usage: xjoin matrix -q QUERIES -b BASE "
 				"[-m METRIC] -o OUT.h5 [--force] [--resume] [options]"));
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_PLAN),
-				"usage: xjoin plan [topk|matrix] -q QUERIES "
+				"usage: xjoin plan [topk|matrix|range] -q QUERIES "
 				"-b BASE [-k K]"));
 	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_GEN),
 				"usage: xjoin gen --rows N --dim D"));
+	CU_ASSERT_TRUE(contains(usage_of(XJ_CMD_RANGE),
+				"usage: xjoin range -q QUERIES -b BASE "
+				"[-m METRIC] -t THRESHOLD [--self]"));
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_TOPK), "[default: l2]"));
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_TOPK), "[default: 0.8]"));
 	CU_ASSERT_TRUE(contains(help_text(XJ_CMD_GEN), "[default: 2026]"));

@@ -77,6 +77,28 @@ static void test_budget_respected(void)
 	CU_ASSERT(p.qchunk_rows * p.bchunk_rows * 4 <= in.budget_bytes);
 }
 
+/* range: rows whole on a rank (P x 1); a chunk whose every row matched
+ * every base row still fits; the round robin covers every chunk. */
+static void test_range(void)
+{
+	plan_in in = topk_in(100000, 1000000, 4, INT64_C(1) << 30);
+	plan p;
+	xj_status st;
+
+	in.cmd = XJ_CMD_RANGE;
+	in.k = 0;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT(p.pr == 4 && p.pc == 1);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	CU_ASSERT(p.qchunk_rows * in.m * PLAN_RANGE_PAIR_BYTES <=
+		  in.budget_bytes);
+	CU_ASSERT(p.qrounds * 4 * p.qchunk_rows >= in.n);
+	CU_ASSERT((p.qrounds - 1) * 4 * p.qchunk_rows < in.n);
+	in.budget_bytes = in.m * PLAN_RANGE_PAIR_BYTES;   /* not one row */
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_EXIT_RESOURCE);
+}
+
 static void test_budget_too_small(void)
 {
 	plan_in in = topk_in(1000, 1000, 1, 1000);
@@ -143,6 +165,7 @@ int main(void)
 		{ "grid follows n/m", test_grid_follows_shape },
 		{ "peak within budget", test_budget_respected },
 		{ "budget too small", test_budget_too_small },
+		{ "range: P x 1, pairs bounded", test_range },
 		{ "forced chunks", test_forced_chunks },
 		{ "more ranks than rows", test_more_ranks_than_rows },
 	};
