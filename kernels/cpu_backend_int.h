@@ -13,6 +13,7 @@
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
  *   cpu_matrix.c   matrix blocks of canonical values
+ *   cpu_gemm.c     top-k's candidate GEMM through oneDNN (cpu_gemm.h)
  *
  * The two functions defined here are static inline: cpu_of is the cast
  * every file makes, and lanes_key runs per pair in the rescoring and per
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_gemm.h"
 
 /*
  * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
@@ -82,6 +84,7 @@ typedef struct cpu_thread {
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
 	double flops;
+	double rescored;   /* pairs rescored (candidates) */
 } cpu_thread;
 
 typedef struct cpu_backend {
@@ -91,6 +94,11 @@ typedef struct cpu_backend {
 	int64_t cap;       /* pending slots per query */
 	double gate0;      /* gate from the threshold, +inf without */
 	cpu_thread *th;
+	xj_precision prec; /* candidate GEMM (never auto) */
+	cpu_gemm *gemm;    /* oneDNN tiles; NULL: BLAS sgemm */
+	cpu_gemm_rows ql;  /* query chunk rounded for a bf16/int8 gemm */
+	cpu_gemm_rows bl;  /* base chunk likewise */
+	float *subemax;    /* largest base rounding error per TB sub-tile */
 
 	/* query chunk, between topk_begin and topk_end */
 	int active;
