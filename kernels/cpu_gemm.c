@@ -28,6 +28,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,6 +468,25 @@ static void int8_scale(const cpu_gemm *g, const int32_t *acc,
 	}
 }
 
+/*
+ * Run the primitive on this thread alone. Inside the backend's team
+ * oneDNN does so by itself; outside (a chunk too small for a team) it
+ * would start a team of its own per tile, which costs more than the tile.
+ */
+static int exec_serial(dnnl_primitive_t prim, dnnl_stream_t stream,
+		       const dnnl_exec_arg_t *args)
+{
+	int threads = omp_get_max_threads(), ok;
+
+	if (!omp_in_parallel())
+		omp_set_num_threads(1);
+	ok = DNNL_OK(dnnl_primitive_execute(prim, stream, 3, args)) &&
+	     DNNL_OK(dnnl_stream_wait(stream));
+	if (!omp_in_parallel())
+		omp_set_num_threads(threads);
+	return !ok;
+}
+
 int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 		  const cpu_gemm_rows *ar, int64_t i0, const float *bf,
 		  const cpu_gemm_rows *br, int64_t j0, int64_t tq, int64_t nb,
@@ -511,8 +531,7 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, s->a };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, s->b };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, s->c };
-	if (!DNNL_OK(dnnl_primitive_execute(s->prim, sl->stream, 3, args)) ||
-	    !DNNL_OK(dnnl_stream_wait(sl->stream)))
+	if (exec_serial(s->prim, sl->stream, args))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu gemm: oneDNN matmul failed (%s)",
 			       precision_name(g->p));
