@@ -17,9 +17,10 @@
  * Rounded rows. bf16: round to nearest even of the top 16 bits; a result
  * below 2^-126 becomes 0 (the dot product instructions treat bf16
  * subnormals as zero). int8: s = max|x_i| / 127 in float, q_i =
- * lrintf(x_i / s) clamped to [-127, 127] (|x_i / s| <= 127 (1 + 2^-23),
- * so the clamp never moves a value by more than rounding would), and r(x_i)
- * = s q_i. The error norm |r(x) - x| is summed in double from the exact
+ * lrintf(x_i / s) clamped to [-127, 127], and r(x_i) = s q_i. With a
+ * normal s, |x_i / s| <= 127 (1 + 2^-22) and q_i is within half a step;
+ * a subnormal s (rows below about 1e-36) is coarse and may clamp, which
+ * only the measured error below has to, and does, account for. The error norm |r(x) - x| is summed in double from the exact
  * differences (each (double)s q_i - x_i has at most one rounding) and
  * raised by a relative 2^-40, which covers the d + 2 double roundings of
  * the sum and the square root for d < 2^20.
