@@ -110,50 +110,6 @@ static float vround(const variant *v, float x)
 
 /* ---- rows and the exact values ------------------------------------------ */
 
-typedef struct rows {
-	int64_t n, d;
-	float *x;        /* the rows (rows_free frees them) */
-	double *n2;      /* canonical squared norms */
-	float *fnorm;    /* float norms, as prep_norms */
-	float *fn2;      /* float squared norms, as prep_norms */
-	float *hat;      /* normalised as prep_hat */
-} rows;
-
-/* Rows over x, which r then owns. */
-static int rows_make(rows *r, float *x, int64_t n, int64_t d)
-{
-	memset(r, 0, sizeof(*r));
-	r->n = n;
-	r->d = d;
-	r->x = x;
-	r->n2 = malloc(sizeof(double) * (size_t)(n + 1));
-	r->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
-	r->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
-	r->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
-	if (!x || !r->n2 || !r->fnorm || !r->fn2 || !r->hat)
-		return -1;
-	for (int64_t i = 0; i < n; i++) {
-		double s = metric_norm2(x + i * d, d);
-		double inv = 1.0 / sqrt(s);
-
-		r->n2[i] = s;
-		r->fnorm[i] = (float)sqrt(s);
-		r->fn2[i] = (float)s;
-		for (int64_t e = 0; e < d; e++)
-			r->hat[i * d + e] = (float)((double)x[i * d + e] * inv);
-	}
-	return 0;
-}
-
-static void rows_free(rows *r)
-{
-	free(r->x);
-	free(r->n2);
-	free(r->fnorm);
-	free(r->fn2);
-	free(r->hat);
-}
-
 /* nq query and nb base rows of GloVe (glove.h). */
 static void rows_glove(rows *Q, int64_t nq, rows *B, int64_t nb)
 {

@@ -648,13 +648,20 @@ def fashion_file(ctx, folder, path):
         h5.create_dataset("train", data=b, dtype=np.uint8)
 
 
-def case_realdata(ctx, ranks, args):
+def glove_file(ctx, args):
+    """glove.h5 in the case's folder: the slice of --glove, else of the
+    repository's demo file."""
     src = args.glove
     if not os.path.exists(src):
         here = os.path.dirname(os.path.abspath(__file__))
         src = os.path.join(here, "..", "..", "data", "glove-demo.h5")
     g = ctx.path("glove.h5")
     glove_slice(ctx, src, g)
+    return g
+
+
+def case_realdata(ctx, ranks, args):
+    g = glove_file(ctx, args)
     for metric, k in (("cosine", 10), ("l2", 5)):
         ref = ctx.ref_topk("glove.h5", "glove.h5", k, metric)
         for nranks in [r for r in ranks if r in (2, 3)] or ranks:
@@ -709,12 +716,7 @@ def case_precision(ctx, ranks, args):
     rows of mixed magnitude, and the report says how many candidates were
     rescored."""
     precs = _precisions_here(ctx)
-    src = args.glove
-    if not os.path.exists(src):
-        here = os.path.dirname(os.path.abspath(__file__))
-        src = os.path.join(here, "..", "..", "data", "glove-demo.h5")
-    g = ctx.path("glove.h5")
-    glove_slice(ctx, src, g)
+    g = glove_file(ctx, args)
     fm = ctx.path("fashion.h5")
     fashion_file(ctx, args.fashion, fm)
     r = ctx.path("rnd.h5")

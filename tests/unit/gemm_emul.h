@@ -5,14 +5,17 @@
  * metric_err_bound_rows on CPUs: tests/unit/test_cpu_gemm.c).
  *
  * defines: f2u, u2f, rmode, round_bits, accmode, add_rz, double_rz,
- *          dot_acc, exact, exact_of
+ *          dot_acc, exact, exact_of, rows, rows_make, rows_free
  */
 #ifndef XJ_TEST_GEMM_EMUL_H
 #define XJ_TEST_GEMM_EMUL_H
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "kernels/metric.h"
 
 static inline uint32_t f2u(float x)
 {
@@ -128,6 +131,52 @@ static inline exact exact_of(const float *q, const float *b, int64_t d,
 	e.dot = dot;
 	e.cosd = 1.0L - dot / sqrtl((long double)qq * (long double)bb);
 	return e;
+}
+
+/* ---- rows and what the backends derive from them ---- */
+
+typedef struct rows {
+	int64_t n, d;
+	float *x;        /* the rows (rows_free frees them) */
+	double *n2;      /* canonical squared norms */
+	float *fnorm;    /* float norms, as prep_norms */
+	float *fn2;      /* float squared norms, as prep_norms */
+	float *hat;      /* normalised as prep_hat */
+} rows;
+
+/* Rows over x, which r then owns. */
+static inline int rows_make(rows *r, float *x, int64_t n, int64_t d)
+{
+	memset(r, 0, sizeof(*r));
+	r->n = n;
+	r->d = d;
+	r->x = x;
+	r->n2 = malloc(sizeof(double) * (size_t)(n + 1));
+	r->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
+	r->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
+	r->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
+	if (!x || !r->n2 || !r->fnorm || !r->fn2 || !r->hat)
+		return -1;
+	for (int64_t i = 0; i < n; i++) {
+		double s = metric_norm2(x + i * d, d);
+		double inv = 1.0 / sqrt(s);
+
+		r->n2[i] = s;
+		r->fnorm[i] = (float)sqrt(s);
+		r->fn2[i] = (float)s;
+		for (int64_t e = 0; e < d; e++)
+			r->hat[i * d + e] = (float)((double)x[i * d + e] * inv);
+	}
+	return 0;
+}
+
+static inline void rows_free(rows *r)
+{
+	free(r->x);
+	free(r->n2);
+	free(r->fnorm);
+	free(r->fn2);
+	free(r->hat);
 }
 
 #endif

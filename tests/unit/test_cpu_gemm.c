@@ -109,44 +109,6 @@ static float *adv_rows(int64_t n, int64_t d, int kind, int dups)
 	return x;
 }
 
-/* Rows with what the backend derives from them (cpu_rows.c). */
-typedef struct trows {
-	int64_t n, d;
-	float *x, *hat, *fn2, *fnorm;
-	double *n2;
-} trows;
-
-static void trows_make(trows *t, float *x, int64_t n, int64_t d)
-{
-	t->n = n;
-	t->d = d;
-	t->x = x;
-	t->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
-	t->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
-	t->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
-	t->n2 = malloc(sizeof(double) * (size_t)(n + 1));
-	CU_ASSERT_FATAL(t->hat && t->fn2 && t->fnorm && t->n2);
-	for (int64_t r = 0; r < n; r++) {
-		double s = metric_norm2(x + r * d, d);
-
-		t->n2[r] = s;
-		t->fn2[r] = (float)s;
-		t->fnorm[r] = (float)sqrt(s);
-		for (int64_t i = 0; i < d; i++)
-			t->hat[r * d + i] = (float)((double)x[r * d + i] /
-						    sqrt(s));
-	}
-}
-
-static void trows_free(trows *t)
-{
-	free(t->x);
-	free(t->hat);
-	free(t->fn2);
-	free(t->fnorm);
-	free(t->n2);
-}
-
 /* The rounded value of packed element e as a float (int8: scaled). */
 static double packed_value(xj_precision p, const cpu_gemm_rows *r,
 			   int64_t d, int64_t e)
@@ -235,8 +197,8 @@ typedef struct tally {
 /* One pair's approx-space value for metric mi from its dot product
  * (bf16: the float accumulation; int8: crow + alpha s_q s_b acc as
  * cpu_gemm.c computes it), checked against the exact value. */
-static void check_value(tally *t, int pi, int mi, const trows *Q, int64_t i,
-			const trows *B, int64_t j, float g, double qerr,
+static void check_value(tally *t, int pi, int mi, const rows *Q, int64_t i,
+			const rows *B, int64_t j, float g, double qerr,
 			double berr, const char *where)
 {
 	xj_metric m = metrics[mi];
@@ -268,7 +230,7 @@ static float alpha_of(xj_metric m)
 }
 
 /* crow[j] of the tile: the float |b|^2, 1 or nothing. */
-static float crow_of(xj_metric m, const trows *B, int64_t j)
+static float crow_of(xj_metric m, const rows *B, int64_t j)
 {
 	if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN)
 		return B->fn2[j];
@@ -276,7 +238,7 @@ static float crow_of(xj_metric m, const trows *B, int64_t j)
 }
 
 /* Every pair of Q x B through emulated GEMMs. */
-static void check_emulated(tally *t, const trows *Q, const trows *B,
+static void check_emulated(tally *t, const rows *Q, const rows *B,
 			   const char *where)
 {
 	int64_t d = Q->d;
@@ -346,7 +308,7 @@ static void check_emulated(tally *t, const trows *Q, const trows *B,
 }
 
 /* The same pairs through oneDNN's tiles (cpu_gemm_tile). */
-static void check_onednn(tally *t, const trows *Q, const trows *B,
+static void check_onednn(tally *t, const rows *Q, const rows *B,
 			 const char *where)
 {
 	int64_t d = Q->d, n = Q->n * B->n;
@@ -412,7 +374,7 @@ static void check_sets(int onednn)
 {
 	static const int64_t dims[] = { 1, 16, 100, 300 };
 	tally t, tk[NKIND];
-	trows Q, B;
+	rows Q, B;
 
 	memset(&t, 0, sizeof(t));
 	memset(tk, 0, sizeof(tk));
@@ -422,14 +384,14 @@ static void check_sets(int onednn)
 			/* d = 1 apart: there the bound is reached */
 			tally *to = d == 1 ? &t : &tk[k];
 
-			trows_make(&Q, adv_rows(12, d, k, 0), 12, d);
-			trows_make(&B, adv_rows(40, d, k, 1), 40, d);
+			CU_ASSERT_FATAL(rows_make(&Q, adv_rows(12, d, k, 0), 12, d) == 0);
+			CU_ASSERT_FATAL(rows_make(&B, adv_rows(40, d, k, 1), 40, d) == 0);
 			if (onednn)
 				check_onednn(to, &Q, &B, kind_names[k]);
 			else
 				check_emulated(to, &Q, &B, kind_names[k]);
-			trows_free(&Q);
-			trows_free(&B);
+			rows_free(&Q);
+			rows_free(&B);
 		}
 	printf("\n  %s", onednn ? "oneDNN tiles" : "emulated");
 	tally_print(&t, "d = 1, every kind");
@@ -446,16 +408,16 @@ static void check_sets(int onednn)
 
 		memset(&t, 0, sizeof(t));
 		CU_ASSERT_FATAL(glove_rows(&q, 20, &b, 200, &d) == 0);
-		trows_make(&Q, q, 20, d);
-		trows_make(&B, b, 200, d);
+		CU_ASSERT_FATAL(rows_make(&Q, q, 20, d) == 0);
+		CU_ASSERT_FATAL(rows_make(&B, b, 200, d) == 0);
 		if (onednn)
 			check_onednn(&t, &Q, &B, "glove");
 		else
 			check_emulated(&t, &Q, &B, "glove");
 		tally_print(&t, "GloVe rows");
 		CU_ASSERT_EQUAL(t.bad, 0);
-		trows_free(&Q);
-		trows_free(&B);
+		rows_free(&Q);
+		rows_free(&B);
 	}
 }
 
