@@ -213,7 +213,8 @@ static int resolve_precision(const xj_job *job, xj_device_choice *ch,
 			 p == XJ_PREC_AUTO ? "auto: fp32 on GPUs" : "as asked");
 		return XJ_OK;
 	}
-	return cpu_gemm_resolve(p, job->d, &ch->precision, ch->precision_why,
+	return cpu_gemm_resolve(p, job->d, job->k, &ch->precision,
+				ch->precision_why,
 				sizeof(ch->precision_why), st);
 }
 

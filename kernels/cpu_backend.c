@@ -118,7 +118,8 @@ static int gemm_setup(cpu_backend *c, xj_status *st)
 
 	if (p == XJ_PREC_TF32 || p == XJ_PREC_FP16)
 		p = XJ_PREC_FP32;
-	if (cpu_gemm_resolve(p, c->cfg.d, &c->prec, why, sizeof(why), st))
+	if (cpu_gemm_resolve(p, c->cfg.d, c->cfg.k, &c->prec, why, sizeof(why),
+			     st))
 		return st->code;
 	if (c->prec == XJ_PREC_FP32)
 		return XJ_OK;

@@ -212,8 +212,8 @@ void cpu_gemm_caps_get(cpu_gemm_caps *caps)
 #endif
 }
 
-int cpu_gemm_resolve(xj_precision req, int64_t d, xj_precision *out,
-		     char *why, size_t n, xj_status *st)
+int cpu_gemm_resolve(xj_precision req, int64_t d, int64_t k,
+		     xj_precision *out, char *why, size_t n, xj_status *st)
 {
 	cpu_gemm_caps caps;
 
@@ -221,14 +221,15 @@ int cpu_gemm_resolve(xj_precision req, int64_t d, xj_precision *out,
 	*out = XJ_PREC_FP32;
 	switch (req) {
 	case XJ_PREC_AUTO:
-		if (caps.int8 && d <= CPU_GEMM_INT8_MAX_D) {
+		if (caps.int8 && d <= CPU_GEMM_INT8_MAX_D &&
+		    (k <= CPU_GEMM_INT8_MAX_K || !caps.bf16)) {
 			*out = XJ_PREC_INT8;
 			snprintf(why, n, "auto: int8 dot products in hardware (oneDNN %s)",
 				 caps.isa);
 		} else if (caps.bf16) {
 			*out = XJ_PREC_BF16;
-			snprintf(why, n, "auto: bf16 dot products in hardware (oneDNN %s)",
-				 caps.isa);
+			snprintf(why, n, "auto: bf16 dot products in hardware%s (oneDNN %s)",
+				 caps.int8 ? ", k above int8's" : "", caps.isa);
 		} else {
 			snprintf(why, n, "auto: no bf16 or int8 in hardware here (oneDNN %s)",
 				 caps.isa);

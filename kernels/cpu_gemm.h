@@ -41,6 +41,10 @@
 /* int8's int32 accumulation: d 255 127 < 2^31 (oneDNN shifts the s8
  * query to u8 on VNNI and subtracts a compensation). */
 #define CPU_GEMM_INT8_MAX_D 65536
+/* auto's int8 ends here: int8 rescored 2.4 to 2.9 times bf16's candidates
+ * and ran 1.6x fp32 at k = 10 (syn-128) but 1.08x slower than fp32 at
+ * k = 100 (GloVe cosine), where bf16 ran 1.05x faster (docs/performance.md) */
+#define CPU_GEMM_INT8_MAX_K 32
 
 typedef struct cpu_gemm_caps {
 	int dnnl;          /* built with oneDNN */
@@ -52,13 +56,16 @@ typedef struct cpu_gemm_caps {
 /* What this build and CPU offer (oneDNN's dispatcher decides the ISA). */
 void cpu_gemm_caps_get(cpu_gemm_caps *caps);
 
-/* The CPU's candidate precision for request req (--precision): auto is
- * the fastest one the CPU runs natively (int8, then bf16), else fp32;
+/* The CPU's candidate precision for request req (--precision) and top-k
+ * size k: auto is the fastest one the CPU runs natively, else fp32: int8
+ * for k <= CPU_GEMM_INT8_MAX_K, where its faster GEMM outweighs its wider
+ * bound, bf16 above (and int8 where bf16 is not native);
  * fp32 always; bf16 needs oneDNN (emulated where the CPU lacks BF16: slow,
  * but allowed when asked for); int8 needs oneDNN, VNNI or AMX and
  * d <= CPU_GEMM_INT8_MAX_D. tf32 and fp16 are GPU precisions. why gets a
  * short reason (n bytes). XJ_EXIT_USAGE when req cannot run here. */
-int cpu_gemm_resolve(xj_precision req, int64_t d, xj_precision *out,
+int cpu_gemm_resolve(xj_precision req, int64_t d, int64_t k,
+		     xj_precision *out,
 		     char *why, size_t n, xj_status *st);
 
 /* Rows rounded for the GEMM: x is rows x d bf16 (uint16_t) or int8. */

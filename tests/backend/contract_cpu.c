@@ -42,7 +42,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		/* d = 300 is the largest dimension of the cases */
-		if (cpu_gemm_resolve(prec, 300, &got, why, sizeof(why), &st)) {
+		if (cpu_gemm_resolve(prec, 300, 1, &got, why, sizeof(why),
+				     &st)) {
 			printf("SKIPPED: %s\n", st.msg);
 			return 77;
 		}

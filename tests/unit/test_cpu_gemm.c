@@ -52,7 +52,8 @@ static int runs_here(xj_precision p, int64_t d)
 	char why[96];
 
 	xj_ok(&st);
-	if (cpu_gemm_resolve(p, d, &got, why, sizeof(why), &st) || got != p) {
+	if (cpu_gemm_resolve(p, d, 1, &got, why, sizeof(why), &st) ||
+	    got != p) {
 		printf("\n  skipped %s: %s", precision_name(p), st.msg);
 		return 0;
 	}
@@ -526,24 +527,28 @@ static void test_resolve(void)
 
 	cpu_gemm_caps_get(&caps);
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_AUTO, 128, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_AUTO, 128, 10, &p, why,
 					 sizeof(why), &st), XJ_OK);
 	CU_ASSERT(p == (caps.int8 ? XJ_PREC_INT8 :
 			caps.bf16 ? XJ_PREC_BF16 : XJ_PREC_FP32));
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_AUTO, 100000, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_AUTO, 128, 100, &p, why,
+					 sizeof(why), &st), XJ_OK);
+	CU_ASSERT(p == (caps.bf16 ? XJ_PREC_BF16 :
+			caps.int8 ? XJ_PREC_INT8 : XJ_PREC_FP32));
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_AUTO, 100000, 10, &p, why,
 					 sizeof(why), &st), XJ_OK);
 	CU_ASSERT(p != XJ_PREC_INT8);
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_FP32, 128, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_FP32, 128, 10, &p, why,
 					 sizeof(why), &st), XJ_OK);
 	CU_ASSERT_EQUAL(p, XJ_PREC_FP32);
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_TF32, 128, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_TF32, 128, 10, &p, why,
 					 sizeof(why), &st), XJ_EXIT_USAGE);
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_INT8, 100000, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_INT8, 100000, 10, &p, why,
 					 sizeof(why), &st), XJ_EXIT_USAGE);
 	CU_ASSERT(strstr(st.msg, "65536") != NULL);
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_INT8, 128, &p, why,
+	CU_ASSERT_EQUAL(cpu_gemm_resolve(XJ_PREC_INT8, 128, 10, &p, why,
 					 sizeof(why), &st),
 			caps.int8 ? XJ_OK : XJ_EXIT_USAGE);
 	printf("\n  oneDNN %s: bf16 %s, int8 %s", caps.isa,
