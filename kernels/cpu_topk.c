@@ -73,6 +73,12 @@
  * in L2 between sgemm and scan; base rows are read once per query tile
  * (4 m d n / TQ_MAX bytes per chunk pair).
  *
+ * Precision (cfg->precision, resolved by cpu_gemm_resolve): with bf16 or
+ * int8 the tile G comes from oneDNN (cpu_gemm.h) on rows rounded once per
+ * chunk (topk_begin, topk_add), and err_i is metric_err_bound_rows() with
+ * the query's and the sub-tile's largest measured rounding errors; the
+ * rest is as above, so the lists are the fp32 lists, bit for bit.
+ *
  * Threads: OpenMP over query tiles; OpenBLAS is set to one thread so each
  * OpenMP thread runs its own sgemm calls. A thread owns whole query rows,
  * so the selection state needs no locks.
@@ -473,7 +479,7 @@ static double row_err(const cpu_backend *c, int64_t i, int64_t s)
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : c->submax[s];
 
-	if (c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8)
+	if (lowp(c))
 		return metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
 					     c->ql.err[i], c->subemax[s],
 					     c->prec);
