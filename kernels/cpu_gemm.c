@@ -230,9 +230,11 @@ int cpu_gemm_resolve(xj_precision req, int64_t d, int64_t k,
 			*out = XJ_PREC_BF16;
 			snprintf(why, n, "auto: bf16 dot products in hardware%s (oneDNN %s)",
 				 caps.int8 ? ", k above int8's" : "", caps.isa);
-		} else {
+		} else if (caps.dnnl) {
 			snprintf(why, n, "auto: no bf16 or int8 in hardware here (oneDNN %s)",
 				 caps.isa);
+		} else {
+			snprintf(why, n, "auto: built without oneDNN");
 		}
 		return XJ_OK;
 	case XJ_PREC_FP32:
