@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../kernels/cpu_gemm.h"
 #include "../kernels/metric.h"
 #include "cuda_module.h"
 #include "version.h"
@@ -176,18 +177,56 @@ static void agree_kind(const xj_job *job, const xj_comm *c,
 	memcpy(ch->note, note, sizeof(note));
 }
 
-/* --precision changes only a GPU's candidate GEMM: say so, in the note,
- * when the CPU runs (the job is the same on every rank). */
-static void note_precision(const xj_job *job, xj_device_choice *ch)
+/*
+ * --precision for the backend that runs (this rank's: ranks on different
+ * CPUs may differ, which changes only how many candidates are rescored).
+ * A precision of the other backend falls back to fp32 with a note, as the
+ * result is the same; a CPU precision this build or CPU cannot run
+ * exactly is an error (kernels/cpu_gemm.h).
+ */
+static int resolve_precision(const xj_job *job, xj_device_choice *ch,
+			     xj_status *st)
 {
 	size_t len = strlen(ch->note);
+	xj_precision p = job->precision;
+	int gpu = ch->kind != XJ_BACKEND_CPU;
+	int other = gpu ? p == XJ_PREC_INT8 :
+			  p == XJ_PREC_TF32 || p == XJ_PREC_FP16;
 
-	if (ch->kind != XJ_BACKEND_CPU || job->precision == XJ_PREC_FP32)
-		return;
-	snprintf(ch->note + len, sizeof(ch->note) - len,
-		 "%s--precision %s has no effect on the CPU backend, whose "
-		 "candidate GEMM is always fp32", len ? "; " : "",
-		 precision_name(job->precision));
+	ch->precision = p;
+	ch->precision_why[0] = 0;
+	if (job->command == XJ_CMD_RANGE || job->plan_of == XJ_CMD_RANGE) {
+		/* the range join's candidate GEMM is fp32 only, for now */
+		ch->precision = XJ_PREC_FP32;
+		snprintf(ch->precision_why, sizeof(ch->precision_why),
+			 "range joins run fp32");
+		if (p != XJ_PREC_FP32 && p != XJ_PREC_AUTO)
+			snprintf(ch->note + len, sizeof(ch->note) - len,
+				 "%s--precision %s has no effect on a range join, whose candidate GEMM is fp32",
+				 len ? "; " : "", precision_name(p));
+		return XJ_OK;
+	}
+	if (other) {
+		ch->precision = XJ_PREC_FP32;
+		snprintf(ch->precision_why, sizeof(ch->precision_why),
+			 "%s asked: a %s precision", precision_name(p),
+			 gpu ? "CPU" : "GPU");
+		snprintf(ch->note + len, sizeof(ch->note) - len,
+			 "%s--precision %s has no effect on the %s backend, whose candidate GEMM is then fp32",
+			 len ? "; " : "", precision_name(p),
+			 gpu ? "CUDA" : "CPU");
+		return XJ_OK;
+	}
+	if (gpu) {
+		if (p == XJ_PREC_AUTO)
+			ch->precision = XJ_PREC_FP32;
+		snprintf(ch->precision_why, sizeof(ch->precision_why), "%s",
+			 p == XJ_PREC_AUTO ? "auto: fp32 on GPUs" : "as asked");
+		return XJ_OK;
+	}
+	return cpu_gemm_resolve(p, job->d, job->k, &ch->precision,
+				ch->precision_why,
+				sizeof(ch->precision_why), st);
 }
 
 int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
@@ -201,8 +240,8 @@ int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
 	if (job->device == XJ_DEVICE_CPU) {
 		snprintf(out->info, sizeof(out->info),
 			 "not probed (--device cpu)");
-		note_precision(job, out);
-		return XJ_OK;
+		resolve_precision(job, out, st);
+		return agree(c, st) ? st->code : XJ_OK;
 	}
 	probe_local(c, out);
 	count_sharing(c, out);
@@ -210,8 +249,8 @@ int device_select(const xj_job *job, const xj_comm *c, xj_device_choice *out,
 	if (agree(c, st))
 		return st->code;
 	agree_kind(job, c, out);
-	note_precision(job, out);
-	return XJ_OK;
+	resolve_precision(job, out, st);
+	return agree(c, st) ? st->code : XJ_OK;
 }
 
 double device_mem_fraction(const xj_job *job, const xj_device_choice *ch)
@@ -299,7 +338,8 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->threads = threads;
 	cfg->max_query_rows = p ? p->qchunk_rows : 0;
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
-	cfg->precision = job->precision;
+	cfg->precision = job->precision == XJ_PREC_AUTO ? XJ_PREC_FP32 :
+			 job->precision;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

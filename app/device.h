@@ -55,6 +55,8 @@ typedef struct xj_device_choice {
 	int64_t free_bytes;     /* this GPU's free memory, -1: unknown */
 	char info[256];         /* "[bus id] name, ..." or why no GPU */
 	char note[1024];        /* one line for rank 0 to print, or "" */
+	xj_precision precision; /* candidate GEMM, --precision resolved */
+	char precision_why[96]; /* how it was resolved */
 } xj_device_choice;
 
 /* Collective over c->world. Probes, picks and agrees as above. On error

@@ -290,6 +290,7 @@ static int round_add(xj_run *run, h5in *bin, topk_bufs *b,
 	if (!br.x || be->topk_add(be, &br, st))
 		return st->code;
 	run->rep->gemm_flops = be->gemm_flops;
+	run->rep->rescored_pairs = be->rescored_pairs;
 	report_add(run->rep, PH_COMPUTE, &t0);
 	report_progress(run->rep, run->comm);
 	return XJ_OK;

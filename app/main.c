@@ -584,6 +584,9 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 			    c->world));
 	if (device_select(job, c, &dev, st))
 		goto fail;
+	job->precision = dev.precision;
+	memcpy(job->precision_why, dev.precision_why,
+	       sizeof(job->precision_why));
 	if (c->rank == 0 && dev.note[0]) {
 		fprintf(stderr, "xjoin: %s\n", dev.note);
 		fflush(stderr);

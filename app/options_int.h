@@ -42,7 +42,7 @@ enum opt_kind {
 	K_THRESHOLD,  /* finite double, or "none" */
 	K_METRIC,
 	K_DEVICE,     /* auto, gpu or cpu */
-	K_PRECISION,  /* fp32, tf32, bf16 or fp16 */
+	K_PRECISION,  /* auto, fp32, tf32, bf16, fp16 or int8 */
 	K_FLAG,       /* int field set to 1 (command line) or a boolean */
 	K_NOT_FLAG,   /* int field set to 0: --quiet clears progress */
 	K_CONFIG,     /* command line only: the job file */

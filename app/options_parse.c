@@ -246,7 +246,7 @@ static int set_precision(const char *shown, const char *s,
 {
 	if (precision_parse(s, out) != 0)
 		return xj_fail(st, XJ_EXIT_USAGE, "%s: unknown precision '%s' "
-			       "(fp32, tf32, bf16 or fp16)", shown, s);
+			       "(auto, fp32, tf32, bf16, fp16 or int8)", shown, s);
 	return XJ_OK;
 }
 

@@ -148,8 +148,10 @@ const struct opt options_table[] = {
 		  "share them (round robin)" },
 	{ .name = "precision", .kind = K_PRECISION, .offset = AT(precision),
 	  .cmds = T, .group = GROUP_RESOURCES, .metavar = "P",
-	  .help = "GPU GEMM that proposes candidates: fp32, tf32,\n"
-		  "bf16 or fp16; results are rescored exactly",
+	  .help = "GEMM that proposes candidates: auto, fp32, bf16;\n"
+		  "tf32, fp16 (GPU); int8 (CPU); results are\n"
+		  "rescored exactly (auto: the CPU's fastest\n"
+		  "native one, fp32 on a GPU)",
 	  .def = "fp32" },
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
 	  .hi = INT_MAX, .cmds = T | M | G | D | R, .group = GROUP_RESOURCES,

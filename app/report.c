@@ -120,7 +120,8 @@ static void json_merge(FILE *f, const xj_job *job, const plan *p,
 
 static void write_json(const char *path, const xj_job *job, const plan *p,
 		       const char *backend, const double *ph, double total,
-		       double flops, const int64_t *bytes, int nranks)
+		       double flops, double rescored, const int64_t *bytes,
+		       int nranks)
 {
 	FILE *f = fopen(path, "w");
 
@@ -145,6 +146,11 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	fprintf(f, "},\n  \"total_seconds\": %.6f,\n", total);
 	json_merge(f, job, p, bytes, nranks);
 	fprintf(f, "  \"gemm_flops\": %.6g,\n", flops);
+	if (job->command == XJ_CMD_TOPK)
+		fprintf(f, "  \"precision\": \"%s\", "
+			"\"rescored_per_query\": %.3f,\n",
+			precision_name(job->precision),
+			job->n > 0 ? rescored / (double)job->n : 0.0);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
 		total > 0 ? flops / total * 1e-9 : 0.0);
 	fprintf(f, "  \"gflops_compute\": %.3f\n}\n",
@@ -155,7 +161,7 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		  const plan *p, const char *backend, const char *json_path)
 {
-	double ph[PH_COUNT], flops = 0, total;
+	double ph[PH_COUNT], flops = 0, total, rescored = 0;
 	int64_t mine[2] = { r->merge_sent_bytes, r->merge_recv_bytes };
 	int64_t *bytes = NULL;
 
@@ -171,6 +177,8 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 			     c->world));
 	MPI_CHECK(MPI_Reduce(&r->total_s, &total, 1, MPI_DOUBLE, MPI_MAX, 0,
 			     c->world));
+	MPI_CHECK(MPI_Reduce(&r->rescored_pairs, &rescored, 1, MPI_DOUBLE,
+			     MPI_SUM, 0, c->world));
 	if (c->rank != 0)
 		return;
 	printf("# results (seconds are the slowest rank's; GFLOP/s over "
@@ -184,12 +192,17 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	       "the compute phase\n", flops,
 	       total > 0 ? flops / total * 1e-9 : 0.0,
 	       ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+	/* the price of a lower precision's wider bound (CPU backend) */
+	if (job->command == XJ_CMD_TOPK && rescored > 0)
+		printf("# candidates rescored: %.1f per query (%s GEMM, k = %"
+		       PRId64 ")\n", rescored / (double)job->n,
+		       precision_name(job->precision), job->k);
 	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
 	       job->command == XJ_CMD_RANGE ? "range" : "topk", job->output);
 	fflush(stdout);
 	if (json_path && json_path[0])
 		write_json(json_path, job, p, backend, ph, total, flops,
-			   bytes, c->nranks);
+			   rescored, bytes, c->nranks);
 	free(bytes);
 }

@@ -30,6 +30,7 @@ typedef struct xj_report {
 	int64_t units_done;
 	double t_last_print;
 	double gemm_flops;           /* this rank's GEMM FLOPs */
+	double rescored_pairs;       /* this rank's candidates rescored */
 	int64_t merge_sent_bytes;    /* this rank's k-lists sent to and */
 	int64_t merge_recv_bytes;    /* received from its grid row */
 	double total_s;              /* set by report_final */

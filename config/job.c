@@ -374,13 +374,15 @@ const char *precision_name(xj_precision p)
 	case XJ_PREC_TF32: return "tf32";
 	case XJ_PREC_BF16: return "bf16";
 	case XJ_PREC_FP16: return "fp16";
+	case XJ_PREC_INT8: return "int8";
+	case XJ_PREC_AUTO: return "auto";
 	}
 	return "unknown";
 }
 
 int precision_parse(const char *s, xj_precision *out)
 {
-	for (int p = XJ_PREC_FP32; p <= XJ_PREC_FP16; p++) {
+	for (int p = XJ_PREC_FP32; p <= XJ_PREC_AUTO; p++) {
 		if (strcmp(s, precision_name((xj_precision)p)) == 0) {
 			*out = (xj_precision)p;
 			return 0;
@@ -486,6 +488,22 @@ static void table_gen(struct job_table *t, const xj_job *job)
 	snprintf(table_add(t, "seed"), JOB_VALUE_MAX, "%" PRIu64, job->seed);
 }
 
+/* The candidate GEMM of top-k: as resolved for the backend (rank 0's) with
+ * how, once the device is chosen; the request before. */
+static void table_precision(struct job_table *t, const xj_job *job)
+{
+	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
+			 job->command;
+
+	if (cmd != XJ_CMD_TOPK)
+		return;
+	snprintf(table_add(t, "precision"), JOB_VALUE_MAX, "%s (%s%s)",
+		 precision_name(job->precision),
+		 job->precision_why[0] ? job->precision_why : "requested",
+		 job->precision == XJ_PREC_FP32 ? "" :
+		 "; candidates only, values rescored exactly");
+}
+
 /* The request only: what each rank got is in the rank lines above. */
 static void table_device(struct job_table *t, const xj_job *job)
 {
@@ -498,6 +516,7 @@ static void table_device(struct job_table *t, const xj_job *job)
 
 	snprintf(table_add(t, "device"), JOB_VALUE_MAX, "%s%s",
 		 device_mode_name(job->device), why[job->device]);
+	table_precision(t, job);
 	if (job->device == XJ_DEVICE_CPU)
 		return;
 	snprintf(table_add(t, "gpu mem fraction"), JOB_VALUE_MAX, "%.3g",
@@ -505,10 +524,6 @@ static void table_device(struct job_table *t, const xj_job *job)
 	snprintf(table_add(t, "gpu share"), JOB_VALUE_MAX, "%s%s",
 		 yes_no(job->gpu_share),
 		 job->gpu_share ? " (local ranks may share a GPU)" : "");
-	snprintf(table_add(t, "gpu precision"), JOB_VALUE_MAX, "%s%s",
-		 precision_name(job->precision),
-		 job->precision == XJ_PREC_FP32 ? "" :
-		 " (candidates only; values rescored exactly)");
 }
 
 static void table_resources(struct job_table *t, const xj_job *job,

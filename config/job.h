@@ -44,14 +44,18 @@ typedef enum xj_device_mode {
 	XJ_DEVICE_CPU,           /* never probe GPUs */
 } xj_device_mode;
 
-/* Arithmetic of the GEMM that proposes candidates on a GPU. Every reported
- * value is rescored canonically whatever is chosen here; a lower precision
- * only widens the error bound (more candidates rescored). */
+/* Arithmetic of the GEMM that proposes candidates. Every reported value is
+ * rescored canonically whatever is chosen here; a lower precision only
+ * widens the error bound (more candidates rescored). tf32 and fp16 run on
+ * GPUs only, int8 on CPUs only; auto is resolved per backend before the
+ * run (the GPU's auto is fp32; the CPU's: kernels/cpu_gemm.h). */
 typedef enum xj_precision {
 	XJ_PREC_FP32 = 0,
 	XJ_PREC_TF32,
 	XJ_PREC_BF16,
 	XJ_PREC_FP16,
+	XJ_PREC_INT8,
+	XJ_PREC_AUTO,
 } xj_precision;
 
 typedef struct xj_job {
@@ -88,7 +92,8 @@ typedef struct xj_job {
 	xj_device_mode device;
 	double gpu_mem_fraction;      /* share of a GPU's free memory, (0, 1] */
 	int gpu_share;                /* allow more local ranks than GPUs */
-	xj_precision precision;       /* GPU candidate GEMM */
+	xj_precision precision;       /* candidate GEMM (auto until resolved) */
+	char precision_why[96];       /* how auto resolved, for the job table */
 
 	/* gen */
 	int64_t gen_rows;
@@ -129,7 +134,7 @@ const char *device_mode_name(xj_device_mode d);
 int device_mode_parse(const char *s, xj_device_mode *out);
 
 const char *precision_name(xj_precision p);
-/* Parse "fp32", "tf32", "bf16", "fp16"; returns 0 or -1. */
+/* Parse "fp32", "tf32", "bf16", "fp16", "int8", "auto"; returns 0 or -1. */
 int precision_parse(const char *s, xj_precision *out);
 
 #endif

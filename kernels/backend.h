@@ -74,7 +74,8 @@ typedef struct xj_backend_cfg {
 	int threads;           /* 0: OpenMP default */
 	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */
-	xj_precision precision;  /* candidate GEMM (CUDA; the CPU ignores it) */
+	xj_precision precision;  /* candidate GEMM (both backends; auto: the
+				  * CPU resolves it, cpu_gemm.h) */
 } xj_backend_cfg;
 
 typedef struct xj_backend xj_backend;
@@ -119,6 +120,8 @@ struct xj_backend {
 	int matrix_async;      /* matrix_start returns before the block is
 				* done (CUDA): worth a second block buffer */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
+	double rescored_pairs; /* candidate pairs rescored so far (CPU; 0 where
+				* a backend does not count them) */
 };
 
 /* One matrix block, computed when it returns. */

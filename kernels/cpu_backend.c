@@ -64,6 +64,7 @@ static void cpu_release(xj_backend *be)
 	}
 	free(c->th);
 	cpu_range_free(c);
+	cpu_gemm_free(c->gemm);
 	cpu_free_query(c);
 	cpu_free_base(c);
 	free(c->mqq);
@@ -103,6 +104,30 @@ static int thread_alloc(cpu_backend *c)
 	return 0;
 }
 
+/*
+ * The candidate GEMM: cfg->precision resolved for this CPU (auto, or a
+ * direct caller's choice; tf32 and fp16 are the GPU's, fp32 here as
+ * before), and oneDNN's tiles for bf16 and int8. fp32 stays on the BLAS
+ * sgemm.
+ */
+static int gemm_setup(cpu_backend *c, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	xj_precision p = c->cfg.precision;
+	char why[96];
+
+	if (p == XJ_PREC_TF32 || p == XJ_PREC_FP16)
+		p = XJ_PREC_FP32;
+	if (cpu_gemm_resolve(p, c->cfg.d, c->cfg.k, &c->prec, why, sizeof(why),
+			     st))
+		return st->code;
+	if (c->prec == XJ_PREC_FP32)
+		return XJ_OK;
+	return cpu_gemm_create(c->prec, c->cfg.d, l2 ? -2.0f : -1.0f,
+			       m != XJ_METRIC_IP, c->threads, &c->gemm, st);
+}
+
 int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 		       xj_status *st)
 {
@@ -135,6 +160,10 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->cfg = *cfg;
 	c->threads = threads_of(cfg, 0);
 	c->cap = pending_cap(cfg->k);
+	if (gemm_setup(c, st)) {
+		cpu_release(&c->be);
+		return st->code;
+	}
 	c->gate0 = INFINITY;
 	if (cfg->has_threshold)
 		c->gate0 = metric_gate_approx(cfg->metric, cfg->threshold_key);
@@ -152,6 +181,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.range_take = cpu_range_take;
 	c->be.release = cpu_release;
 	c->be.gemm_flops = 0;
+	c->be.rescored_pairs = 0;
 	if (thread_alloc(c)) {
 		int64_t bytes = backend_cpu_work_bytes(cfg, 0, c->threads);
 
@@ -177,6 +207,9 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *   per base row 8 (bb) + 4 (bn2) + 4 (norm) + 4 (sub-tile max, rounded
  *                up) + 8 (matrix norms); + 4 d for cosine
  *   fixed        TB*4 (ones) + the backend struct + alignment slack
+ * bf16 and int8 (cpu_gemm.h) add, per query and base row, the rounded row
+ * (2 d or d) + 8 (error bound, scale) + 4 (sub-tile error, rounded up),
+ * and int8 a TQ_MAX*TB*4 int32 tile per thread.
  * The query and base rows themselves are the caller's.
  */
 int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
@@ -194,6 +227,16 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 		     4 * d * MQ + 5 * ALIGN_BYTES;
 	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
+	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||
+	    cfg->precision == XJ_PREC_AUTO) {
+		/* auto: the widest, bf16 rows and int8's tile */
+		int64_t low = cfg->precision == XJ_PREC_INT8 ? d : 2 * d;
+
+		per_query += low + 12;
+		per_base += low + 12;
+		if (cfg->precision != XJ_PREC_BF16)
+			per_thread += (int64_t)TQ_MAX * TB * 4;
+	}
 	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;
 	return t * per_thread + qrows * per_query + mrows * per_base + fixed;
 }

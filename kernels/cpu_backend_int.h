@@ -15,6 +15,7 @@
  *   cpu_matrix.c   matrix blocks of canonical values
  *   cpu_range.c    range join: the top-k's GEMM tiles and gate, every
  *                  pair within the threshold kept
+ *   cpu_gemm.c     top-k's candidate GEMM through oneDNN (cpu_gemm.h)
  *
  * The two functions defined here are static inline: cpu_of is the cast
  * every file makes, and lanes_key runs per pair in the rescoring and per
@@ -29,6 +30,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_gemm.h"
 
 /*
  * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
@@ -84,6 +86,7 @@ typedef struct cpu_thread {
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
 	double flops;
+	double rescored;   /* pairs rescored (candidates) */
 } cpu_thread;
 
 typedef struct cpu_backend {
@@ -93,6 +96,11 @@ typedef struct cpu_backend {
 	int64_t cap;       /* pending slots per query */
 	double gate0;      /* gate from the threshold, +inf without */
 	cpu_thread *th;
+	xj_precision prec; /* candidate GEMM (never auto) */
+	cpu_gemm *gemm;    /* oneDNN tiles; NULL: BLAS sgemm */
+	cpu_gemm_rows ql;  /* query chunk rounded for a bf16/int8 gemm */
+	cpu_gemm_rows bl;  /* base chunk likewise */
+	float *subemax;    /* largest base rounding error per TB sub-tile */
 
 	/* query chunk, between topk_begin and topk_end */
 	int active;
@@ -174,21 +182,27 @@ int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
 /* Check base chunk b; unless it or the query chunk is empty, its norms,
  * normalised copy and sub-tile maxima (c->bb ...). */
 int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st);
+/* After cpu_query_prepare: the query rows rounded for a bf16 or int8
+ * candidate GEMM (nothing in fp32). */
+int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st);
 /* The GEMM tile of query rows [i0, i1) against the TB-row sub-tile of b
  * at j0, into t->g (returns its columns); its error bound and offset
  * (cpu_topk.c's file comment) and the rounding up they are compared
  * with. */
-int64_t cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0,
-			 int64_t i1, const xj_rows *b, int64_t j0);
-double cpu_row_err(const cpu_backend *c, int64_t i, double bmax);
+int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b, int64_t j0, int64_t *nb, xj_status *st);
+double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s);
 double cpu_row_offset(const cpu_backend *c, int64_t i);
 float cpu_float_up(double x);
 /* Run fn on every query tile [i0, i1) of the chunk against base chunk b,
  * the tiles spread over the threads (a team when the chunk is worth it);
- * adds the GEMM FLOPs. Returns 0 when a call returned 0 (out of memory). */
+ * adds the GEMM FLOPs and rescored pairs. fn returns a status; the first
+ * failure's status is returned and the tiles not yet started are
+ * skipped. */
 typedef int (*cpu_tile_fn)(cpu_backend *c, cpu_thread *t, int64_t i0,
-			   int64_t i1, const xj_rows *b);
-int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn);
+			   int64_t i1, const xj_rows *b, xj_status *st);
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
+		  xj_status *st);
 
 /* ---- cpu_range.c --------------------------------------------------- */
 

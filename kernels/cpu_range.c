@@ -123,7 +123,8 @@ int cpu_range_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: range join without a threshold");
 	if (cpu_check_rows_arg(c, q, "query", st) ||
-	    range_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st))
+	    range_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st) ||
+	    cpu_query_pack(c, q, st))
 		return st->code;
 	c->qx = q->x;
 	c->qrows = q->rows;
@@ -165,7 +166,7 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 		    int64_t nb, const xj_rows *b, double gate)
 {
 	const xj_backend_cfg *cfg = &c->cfg;
-	double err = cpu_row_err(c, i, c->submax[j0 / TB]);
+	double err = cpu_row_err(c, i, j0 / TB);
 	float thr = cpu_float_up(gate - cpu_row_offset(c, i) + err);
 	const float *qi = c->qx + i * cfg->d;
 	range_row *w = &c->range->rows[i];
@@ -188,34 +189,37 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 
 /* One thread's query tile [i0, i1) against the whole base chunk. */
 static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
-		    const xj_rows *b)
+		    const xj_rows *b, xj_status *st)
 {
-	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb = cpu_subtile_gemm(c, t, i0, i1, b, j0);
+	int64_t pairs = 0;
 
+	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
+		int64_t nb;
+
+		if (cpu_subtile_gemm(c, t, i0, i1, b, j0, &nb, st))
+			return st->code;
 		for (int64_t i = i0; i < i1; i++)
 			if (!scan_row(c, i, t->g + (i - i0) * nb, j0, nb, b,
 				      c->gate0))
-				return 0;
+				goto oom;
 	}
-	return 1;
+	return XJ_OK;
+oom:
+	for (int64_t i = i0; i < i1; i++)
+		pairs += c->range->rows[i].n;
+	return cpu_oom(st, "the pairs within the threshold", 2 * 12 * pairs);
 }
 
 int cpu_range_add(xj_backend *be, const xj_rows *b, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
-	int64_t pairs = 0;
 
 	if (!c->range || !c->range->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: range_add before range_begin");
 	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
 		return st->code;
-	if (cpu_tiles_run(c, b, tile_run))
-		return XJ_OK;
-	for (int64_t i = 0; i < c->qrows; i++)
-		pairs += c->range->rows[i].n;
-	return cpu_oom(st, "the pairs within the threshold", 2 * 12 * pairs);
+	return cpu_tiles_run(c, b, tile_run, st);
 }
 
 int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st)

@@ -73,6 +73,12 @@
  * in L2 between sgemm and scan; base rows are read once per query tile
  * (4 m d n / TQ_MAX bytes per chunk pair).
  *
+ * Precision (cfg->precision, resolved by cpu_gemm_resolve): with bf16 or
+ * int8 the tile G comes from oneDNN (cpu_gemm.h) on rows rounded once per
+ * chunk (topk_begin, topk_add), and err_i is metric_err_bound_rows() with
+ * the query's and the sub-tile's largest measured rounding errors; the
+ * rest is as above, so the lists are the fp32 lists, bit for bit.
+ *
  * Threads: OpenMP over query tiles; OpenBLAS is set to one thread so each
  * OpenMP thread runs its own sgemm calls. A thread owns whole query rows,
  * so the selection state needs no locks.
@@ -144,6 +150,7 @@ void cpu_free_query(cpu_backend *c)
 	free(c->npend);
 	free(c->nkept);
 	free(c->kbound);
+	cpu_gemm_rows_free(&c->ql);
 	c->qq = NULL;
 	c->qnorm = NULL;
 	c->qhat = NULL;
@@ -156,6 +163,12 @@ void cpu_free_query(cpu_backend *c)
 	c->nkept = NULL;
 	c->kbound = NULL;
 	c->qalloc = 0;
+}
+
+/* The candidate GEMM reads rows rounded to bf16 or int8. */
+static int lowp(const cpu_backend *c)
+{
+	return c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8;
 }
 
 static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
@@ -184,7 +197,8 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	c->kbound = malloc((size_t)rows * sizeof(float));
 	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
 	    !c->ekey || !c->eidx || !c->ecount || !c->pend ||
-	    !c->npend || !c->nkept || !c->kbound) {
+	    !c->npend || !c->nkept || !c->kbound ||
+	    (lowp(c) && cpu_gemm_rows_reserve(&c->ql, c->prec, rows, d))) {
 		cpu_free_query(c);
 		return cpu_oom(st, "the query selection state",
 			       backend_cpu_work_bytes(&c->cfg, rows,
@@ -201,6 +215,9 @@ void cpu_free_base(cpu_backend *c)
 	free(c->bnorm);
 	free(c->bhat);
 	free(c->submax);
+	free(c->subemax);
+	cpu_gemm_rows_free(&c->bl);
+	c->subemax = NULL;
 	c->bb = NULL;
 	c->bn2 = NULL;
 	c->bnorm = NULL;
@@ -227,8 +244,10 @@ static int base_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	c->bhat = cosine ? cpu_alloc_aligned((size_t)(rows * d) *
 					     sizeof(float)) : NULL;
 	c->submax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+	c->subemax = malloc((size_t)(rows / TB + 1) * sizeof(float));
 	if (!c->bb || !c->bn2 || !c->bnorm || (cosine && !c->bhat) ||
-	    !c->submax) {
+	    !c->submax || !c->subemax ||
+	    (lowp(c) && cpu_gemm_rows_reserve(&c->bl, c->prec, rows, d))) {
 		cpu_free_base(c);
 		return cpu_oom(st, "base norms", rows * (int64_t)(8 + 4 + 4 +
 				(cosine ? 4 * d : 0)));
@@ -353,6 +372,8 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 	int64_t ne = c->ecount[i];
 	int64_t n = 0;
 
+	t->rescored += (double)c->npend[i];
+
 	for (int64_t p = 0; p < c->npend[i]; p++) {
 		int64_t gj = b->first_row + pend[p].j;
 		float key = pend[p].up;
@@ -451,13 +472,18 @@ static double row_offset(const cpu_backend *c, int64_t i)
 	return m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ? c->qq[i] : 0;
 }
 
-/* Error bound of the tile values of query i against a sub-tile whose
- * largest float base norm is bmax. */
-static double row_err(const cpu_backend *c, int64_t i, double bmax)
+/* Error bound of the tile values of query i against sub-tile s (its
+ * largest float base norm, and rounding error for bf16/int8). */
+static double row_err(const cpu_backend *c, int64_t i, int64_t s)
 {
-	if (c->cfg.metric == XJ_METRIC_COSINE)
-		return metric_err_bound(c->cfg.metric, c->cfg.d, 1, 1);
-	return metric_err_bound(c->cfg.metric, c->cfg.d, c->qnorm[i], bmax);
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : c->submax[s];
+
+	if (lowp(c))
+		return metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
+					     c->ql.err[i], c->subemax[s],
+					     c->prec);
+	return metric_err_bound(c->cfg.metric, c->cfg.d, qn, bn);
 }
 
 /* x plus a relative 2^-40 of mag: covers the rounding of the few double
@@ -674,7 +700,7 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
 		     float *g, int64_t j0, int64_t nb, const xj_rows *b)
 {
-	double err = row_err(c, i, c->submax[j0 / TB]), off = row_offset(c, i);
+	double err = row_err(c, i, j0 / TB), off = row_offset(c, i);
 	float thr;
 	int64_t j = 0;
 
@@ -710,8 +736,9 @@ static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
  * 1), added by sgemm with beta = 1: this costs what sgemm's own zeroing
  * for beta = 0 costs, and leaves the scan one compare per element.
  */
-static void tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
-		      const float *ba, int64_t tq, int64_t nb, int64_t j0)
+static int tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
+		     const float *ba, int64_t i0, int64_t tq, int64_t nb,
+		     int64_t j0, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
 	int64_t d = c->cfg.d;
@@ -725,33 +752,38 @@ static void tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
 		beta = 0.0f;
 		row = NULL;
 	}
+	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
+	if (c->gemm)
+		return cpu_gemm_tile(c->gemm, (int)(t - c->th), qa, &c->ql, i0,
+				     ba, &c->bl, j0, tq, nb, row, t->g, st);
 	for (int64_t r = 0; row && r < tq; r++)
 		memcpy(t->g + r * nb, row, (size_t)nb * sizeof(float));
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tq, (int)nb,
-		    (int)d, alpha, qa, (int)d, ba, (int)d, beta, t->g, (int)nb);
-	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
+		    (int)d, alpha, qa + i0 * d, (int)d, ba + j0 * d, (int)d, beta,
+		    t->g, (int)nb);
+	return XJ_OK;
 }
 
-int64_t cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0,
-			 int64_t i1, const xj_rows *b, int64_t j0)
+int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b, int64_t j0, int64_t *nb, xj_status *st)
 {
-	int64_t d = c->cfg.d;
-	int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	const float *qa = cosine ? c->qhat : c->qx;
 	const float *ba = cosine ? c->bhat : b->x;
 
-	tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
-	return nb;
+	*nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+	return tile_gemm(c, t, qa, ba, i0, i1 - i0, *nb, j0, st);
 }
 
 /* One thread's query tile [i0, i1) against the whole base chunk. */
-static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
-		     const xj_rows *b)
+static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		    const xj_rows *b, xj_status *st)
 {
 	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb = cpu_subtile_gemm(c, t, i0, i1, b, j0);
+		int64_t nb;
 
+		if (cpu_subtile_gemm(c, t, i0, i1, b, j0, &nb, st))
+			return st->code;
 		for (int64_t i = i0; i < i1; i++)
 			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
 		/* tighten the gates for the next sub-tile */
@@ -764,6 +796,7 @@ static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		if (c->npend[i])
 			query_prune(c, t, i);
 	tile_flush(c, t, i0, i1, 1, b);
+	return XJ_OK;
 }
 
 /* ---- backend entry points ----------------------------------------- */
@@ -778,7 +811,8 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 			       (long long)c->cfg.k);
 	if (cpu_check_rows_arg(c, q, "query", st))
 		return st->code;
-	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st))
+	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st) ||
+	    cpu_query_pack(c, q, st))
 		return st->code;
 	for (int64_t i = 0; i < q->rows; i++) {
 		c->gate[i] = c->gate0;
@@ -791,6 +825,18 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;
 	c->active = 1;
+	return XJ_OK;
+}
+
+int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st)
+{
+	if (!lowp(c))
+		return XJ_OK;
+	if (cpu_gemm_rows_reserve(&c->ql, c->prec, q->rows, c->cfg.d))
+		return cpu_oom(st, "the rounded query rows",
+			       q->rows * c->cfg.d * 2);
+	cpu_gemm_pack(c->prec, c->cfg.metric == XJ_METRIC_COSINE ? c->qhat :
+		      q->x, q->rows, c->cfg.d, &c->ql, c->threads);
 	return XJ_OK;
 }
 
@@ -827,51 +873,64 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 	if (bad >= 0)
 		return cpu_bad_row(c->cfg.metric, b->x, c->cfg.d, bad,
 				   b->first_row, st);
+	if (lowp(c))
+		cpu_gemm_pack(c->prec, cosine ? c->bhat : b->x, b->rows,
+			      c->cfg.d, &c->bl, c->threads);
 	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		float mx = 0;
+		float mx = 0, emx = 0;
 
-		for (int64_t j = j0; j < b->rows && j < j0 + TB; j++)
+		for (int64_t j = j0; j < b->rows && j < j0 + TB; j++) {
 			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
+			if (lowp(c))
+				emx = c->bl.err[j] > emx ? c->bl.err[j] : emx;
+		}
 		c->submax[j0 / TB] = mx;
+		c->subemax[j0 / TB] = emx;
 	}
 	return XJ_OK;
 }
 
-/* tile_run as cpu_tiles_run calls it: top-k never runs short of memory
- * inside a tile. */
-static int tile_run_ok(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
-		       const xj_rows *b)
-{
-	tile_run(c, t, i0, i1, b);
-	return 1;
-}
-
-int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn)
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
+		  xj_status *st)
 {
 	int64_t tq = tile_rows(c->qrows, c->threads);
 	int64_t ntiles = (c->qrows + tq - 1) / tq;
-	double flops = 0;
-	int team, ok = 1;
+	double flops = 0, rescored = 0;
+	int team, failed = 0;
 
 	team = ntiles > 1 &&
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
-#pragma omp parallel num_threads(c->threads) reduction(+ : flops) \
-	reduction(&& : ok) if (team)
+#pragma omp parallel num_threads(c->threads) \
+	reduction(+ : flops, rescored) if (team)
 	{
 		cpu_thread *t = &c->th[omp_get_thread_num()];
+		xj_status tst = { 0 };
 
 		t->flops = 0;
+		t->rescored = 0;
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < ntiles; it++) {
 			int64_t i0 = it * tq;
 			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
+			int bad_tile;
 
-			ok = fn(c, t, i0, i1, b) && ok;
+#pragma omp atomic read
+			bad_tile = failed;
+			if (bad_tile || !fn(c, t, i0, i1, b, &tst))
+				continue;
+#pragma omp critical(cpu_tiles_fail)
+			if (!failed) {
+				*st = tst;
+#pragma omp atomic write
+				failed = 1;
+			}
 		}
 		flops += t->flops;
+		rescored += t->rescored;
 	}
 	c->be.gemm_flops += flops;
-	return ok;
+	c->be.rescored_pairs += rescored;
+	return failed ? st->code : XJ_OK;
 }
 
 int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
@@ -883,8 +942,7 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			       "cpu backend: topk_add before topk_begin");
 	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
 		return st->code;
-	cpu_tiles_run(c, b, tile_run_ok);
-	return XJ_OK;
+	return cpu_tiles_run(c, b, tile_run, st);
 }
 
 int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
@@ -919,7 +977,7 @@ double cpu_row_offset(const cpu_backend *c, int64_t i)
 	return row_offset(c, i);
 }
 
-double cpu_row_err(const cpu_backend *c, int64_t i, double bmax)
+double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s)
 {
-	return row_err(c, i, bmax);
+	return row_err(c, i, s);
 }

@@ -265,30 +265,24 @@ static int prec_rounding(xj_precision p, double *up, double *eta)
 		*eta = 0x1p-14;
 		return 1;
 	case XJ_PREC_FP32:
+	case XJ_PREC_INT8:   /* CPU only: metric_err_bound_rows */
+	case XJ_PREC_AUTO:
 		break;
 	}
 	return 0;
 }
 
-double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
-			     double bnorm, xj_precision p)
+/* The approx-space bound from the input error norms dq, db (E_in) and the
+ * accumulation factor acc (E_acc = acc (qn + dq)(bn + db)), shared by the
+ * GPU precisions (above) and the CPU's rounded rows (below). */
+static double err_from_inputs(xj_metric m, double n, double qn, double bn,
+			      double dq, double db, double acc)
 {
-	double up, eta, n = (double)d, qn, bn, r, dq, db, bt, g, acc, dbl;
 	double tiny = 8.0 * (n + 8.0) * FLT_MIN, s;
+	double bt = bn + db;
+	double g = dq * bt + qn * db + acc * (qn + dq) * bt;
+	double dbl = (n + 8.0) * 0x1p-50;
 
-	if (!prec_rounding(p, &up, &eta))
-		return metric_err_bound(m, d, qnorm, bnorm);
-	if (12.0 * n * U32 >= 1.0)
-		return INFINITY;
-	qn = qnorm * PREC_SLACK;
-	bn = bnorm * PREC_SLACK;
-	r = eta * sqrt(n);
-	dq = up * qn + r;
-	db = up * bn + r;
-	bt = bn + db;
-	acc = 6.0 * n * U32 / (1.0 - 6.0 * n * U32);
-	g = dq * bt + qn * db + acc * (qn + dq) * bt;
-	dbl = (n + 8.0) * 0x1p-50;
 	switch (m) {
 	case XJ_METRIC_L2:
 	case XJ_METRIC_SQEUCLIDEAN:
@@ -300,6 +294,60 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 		return g + 3.0 * U32 + dbl + tiny;
 	}
 	return INFINITY;
+}
+
+double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
+			     double bnorm, xj_precision p)
+{
+	double up, eta, n = (double)d, qn, bn, r;
+
+	if (!prec_rounding(p, &up, &eta))
+		return metric_err_bound(m, d, qnorm, bnorm);
+	if (12.0 * n * U32 >= 1.0)
+		return INFINITY;
+	qn = qnorm * PREC_SLACK;
+	bn = bnorm * PREC_SLACK;
+	r = eta * sqrt(n);
+	return err_from_inputs(m, n, qn, bn, up * qn + r, up * bn + r,
+			       6.0 * n * U32 / (1.0 - 6.0 * n * U32));
+}
+
+/*
+ * The CPU's rounded rows (--precision bf16, int8; kernels/cpu_gemm.h).
+ * The rows are rounded on the host, so the input errors need no model:
+ * qerr = |r(q) - q| and berr = |r(b) - b| are measured per row (upper
+ * bounds computed in double), and E_in = qerr (B + berr) + Q berr as for
+ * the GPU (Cauchy-Schwarz; Q, B the rows' norms, raised by 2^-20).
+ *   bf16: oneDNN accumulates the exact products of bf16 values in float32
+ *         (AVX512-BF16's dot product instructions or AMX tiles, which
+ *         treat bf16 subnormals as zero: the rounding flushes them first,
+ *         so qerr counts them), in an order and tree of its own: the
+ *         GPU's accumulation model, 6 d u / (1 - 6 d u), covers any.
+ *   int8: r(x) = s * int8, the int32 dot product is exact (d 255 127 <
+ *         2^31), then cpu_gemm.c computes crow + alpha (s_q s_b) acc in
+ *         double (s_q s_b exact, one rounding each for the product and
+ *         the sum) and rounds once to float: relative 2^-24 of at most
+ *         |crow| + 2 |r(q).r(b)|, with |crow| <= the terms the float32
+ *         part below already counts (|b|^2, or 1 for cosine, which is
+ *         <= (Q + qerr)(B + berr) there). acc = 2u + 2^-50 covers it.
+ * The terms that do not depend on the GEMM (fl(|b|^2), the normalisation
+ * of cosine rows, the canonical double path, underflow) are those of
+ * metric_err_bound_prec. INFINITY when d is too large for the model.
+ */
+double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
+			     double bnorm, double qerr, double berr,
+			     xj_precision p)
+{
+	double n = (double)d, acc;
+
+	if (p != XJ_PREC_BF16 && p != XJ_PREC_INT8)
+		return metric_err_bound(m, d, qnorm, bnorm);
+	if (12.0 * n * U32 >= 1.0)
+		return INFINITY;
+	acc = p == XJ_PREC_INT8 ? 2.0 * U32 + 0x1p-50 :
+	      6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+	return err_from_inputs(m, n, qnorm * PREC_SLACK, bnorm * PREC_SLACK,
+			       qerr * PREC_SLACK, berr * PREC_SLACK, acc);
 }
 
 /* Squared norms above this overflow float32 in the GEMM path (|q.b|,

@@ -3,7 +3,8 @@
  *
  * defines: metric_key, metric_norm2, metric_key_to_value,
  *          metric_value_to_key, metric_gate_approx, metric_err_bound,
- *          metric_err_bound_prec, metric_check_rows
+ *          metric_err_bound_prec, metric_err_bound_rows,
+ *          metric_check_rows
  *
  * Every result xjoin reports is a *canonical* score: computed from the
  * float32 values as read, in double precision, accumulating over the
@@ -74,6 +75,15 @@ double metric_err_bound(xj_metric m, int64_t d, double qnorm, double bnorm);
  * too large for the model (12 d >= 2^24), which keeps every pair. */
 double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 			     double bnorm, xj_precision p);
+
+/* The bound for the CPU's bf16 or int8 candidate GEMM (kernels/cpu_gemm.h)
+ * on rows whose rounding errors |r(q) - q| <= qerr and |r(b) - b| <= berr
+ * were measured when they were rounded; other p give metric_err_bound().
+ * Monotone in every argument, so the largest bnorm and berr of a tile
+ * bound all its pairs. Derivation in metric.c. */
+double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
+			     double bnorm, double qerr, double berr,
+			     xj_precision p);
 
 /* Metric-specific input checks on rows already known to be finite:
  * cosine rejects zero rows; every metric rejects rows whose squared norm

@@ -9,6 +9,7 @@ packages=(
 	openmpi-bin libopenmpi-dev
 	libhdf5-openmpi-dev hdf5-tools
 	libopenblas-dev libinih-dev libcunit1-dev
+	libdnnl-dev
 	python3-numpy python3-h5py
 	python3-scipy
 	dataset-fashion-mnist

@@ -174,8 +174,12 @@ def xjoin_version(binary):
 
 
 class XjoinTool:
-    def __init__(self, args, ranks, threads):
+    def __init__(self, args, ranks, threads, precision=None):
         self.name = "xjoin-np%d" % ranks
+        # --precision of the CPU's candidate GEMM; None: xjoin's default
+        self.precision = precision
+        if precision:
+            self.name += "-" + precision
         self.peer = None
         self.binary = args.xjoin
         self.mpirun = args.mpirun
@@ -194,6 +198,8 @@ class XjoinTool:
                "-k", str(ds["k"]), "-m", ds["metric"], "-o", out, "--force"]
         if self.report_json:
             cmd += ["--report-json", report]
+        if self.precision:
+            cmd += ["--device", "cpu", "--precision", self.precision]
         return cmd
 
     def run(self, ds, out):
@@ -209,6 +215,9 @@ class XjoinTool:
             with open(report) as f:
                 rep = json.load(f)
             phases = phases_from_report(rep)
+            if phases is not None and "rescored_per_query" in rep:
+                phases["rescored_per_query"] = rep["rescored_per_query"]
+                phases["precision"] = rep.get("precision")
             self.version = str(rep.get("xjoin_version", rep.get("version",
                                                                 self.version)))
         if phases is None or phases["compute_s"] is None:
@@ -355,6 +364,9 @@ def build_rows(results, sgemm):
                                      if row["compute_gflops"] else None)
             row["phases"] = {key: val for key, val in ph.items()
                              if key.endswith("_s") and val is not None}
+            row["phases_all"] = {key: val for key, val in ph.items()
+                                 if key in ("rescored_per_query",
+                                            "precision")}
             # Without start-up (interpreter and imports, MPI_Init): the
             # peers' read + compute + write, xjoin's own total.
             row["inproc_s"] = ph.get("inproc_s", ph.get("total_s"))
@@ -453,7 +465,40 @@ def check_targets(rows, args):
         lines.append("no target counted: the d = 128 job was not run at "
                      "full size")
         met = False
-    return lines, met
+    return lines + lowp_lines(rows, args), met
+
+
+def lowp_lines(rows, args):
+    """The lower precisions' targets (reported, not counted): end to end
+    against faiss-cpu from PyPI, the compute phase against the SGEMM rate
+    measured in the same run, and the candidates each rescored."""
+    lines = []
+    for r in rows:
+        if not (r["tool"].startswith("xjoin") and "-" in r["tool"][6:]):
+            continue
+        pypi = next((x for x in rows if x["dataset"] == r["dataset"]
+                     and x["tool"] == "faiss-pypi"), None)
+        if pypi:
+            ratio = pypi["wall_s"] / r["wall_s"]
+            lines.append(target_line(
+                r, "faiss-pypi wall / this wall = %.2fx (target >= %.1fx)"
+                % (ratio, args.target_lowp_ratio),
+                ratio >= args.target_lowp_ratio, False))
+        if r["sgemm_fraction"] is not None:
+            lines.append(target_line(
+                r, "compute %.1f GFLOP/s = %.2fx SGEMM (target >= %.1fx)"
+                % (r["compute_gflops"], r["sgemm_fraction"],
+                   args.target_lowp_sgemm),
+                r["sgemm_fraction"] >= args.target_lowp_sgemm, False))
+    for r in rows:
+        if r["tool"].startswith("xjoin") and \
+           r["phases_all"].get("rescored_per_query") is not None:
+            lines.append("%s %s: %.1f candidates rescored per query (%s "
+                         "GEMM, k = %d)" % (
+                             r["dataset"], r["tool"],
+                             r["phases_all"]["rescored_per_query"],
+                             r["phases_all"].get("precision"), r["k"]))
+    return lines
 
 
 def make_tools(args):
@@ -462,6 +507,8 @@ def make_tools(args):
         tools.append(XjoinTool(args, 1, args.threads))
         if args.threads > 1:
             tools.append(XjoinTool(args, args.threads, 1))
+        for p in filter(None, args.xjoin_precisions.split(",")):
+            tools.append(XjoinTool(args, 1, args.threads, p))
     peers = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          "peers.py")
     tools.append(PeerTool("faiss-debian", args.python_debian, "faiss", peers,
@@ -510,6 +557,15 @@ def parse(argv):
     p.add_argument("--json", required=True, help="where the JSON goes")
     p.add_argument("--target-ratio", type=float, default=2.5)
     p.add_argument("--target-sgemm", type=float, default=0.85)
+    p.add_argument("--xjoin-precisions", default="",
+                   help="comma-separated --precision values (CPU candidate "
+                   "GEMM) to run xjoin at too, one rank")
+    p.add_argument("--target-lowp-ratio", type=float, default=2.0,
+                   help="a lower precision's target: faiss-pypi wall / its "
+                   "wall (reported)")
+    p.add_argument("--target-lowp-sgemm", type=float, default=1.5,
+                   help="a lower precision's target: compute rate / SGEMM "
+                   "rate (reported)")
     return p.parse_args(argv)
 
 

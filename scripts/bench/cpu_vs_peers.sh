@@ -8,13 +8,19 @@
 #   glove    ../shared/data/glove-100d-100k.h5, /test 1,000 x /train
 #            100,000 x 100, cosine, k=100
 # plus the SGEMM rate of this machine at each job's inner dimension, which
-# the compute phase is judged against. Prints a '#'-commented table and
+# the compute phase is judged against. xjoin runs also at each precision of
+# --precisions (its CPU candidate GEMM through oneDNN; one rank), checked
+# against faiss-cpu from PyPI and the SGEMM rate. The header names the CPU
+# and its flags, OpenBLAS's core and the ISA oneDNN dispatched. Prints a '#'-commented table and
 # writes the same as JSON; see docs/performance.md for how to read it.
 #
 # Usage: scripts/bench/cpu_vs_peers.sh [--reps N] [--quick] [--peers-only]
 #                                      [--no-sklearn] [--no-pypi]
+#                                      [--precisions LIST]
 #   --quick       synthetic set 2,000 x 20,000 (a smoke run, not a result)
 #   --peers-only  leave xjoin out even when it is built
+#   --precisions  comma-separated --precision values of xjoin's extra runs
+#                 (default bf16,int8,auto; "" for none)
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench),
 #   BENCH_VENV (build/bench-venv: faiss-cpu from PyPI), GLOVE, THREADS (2).
 #
@@ -38,6 +44,7 @@ dim=128
 use_xjoin=1
 use_pypi=1
 sklearn_flag=()
+precisions=bf16,int8,auto
 
 args="$*"
 die() { echo "cpu_vs_peers.sh: $*" >&2; exit 1; }
@@ -50,6 +57,7 @@ while [ $# -gt 0 ]; do
 	--peers-only) use_xjoin=0 ;;
 	--no-sklearn) sklearn_flag=(--no-sklearn) ;;
 	--no-pypi) use_pypi=0 ;;
+	--precisions) precisions=$2; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -141,8 +149,24 @@ note "debian: $("$py" -c 'import faiss, sklearn, numpy; print("faiss", faiss.__v
 [ ${#pypi_flag[@]} -gt 0 ] &&
 	note "pypi:   $("$venv/bin/python" -c 'import faiss, numpy; print("faiss-cpu", faiss.__version__, "numpy", numpy.__version__)')"
 note "openblas: $(pkg-config --modversion openblas), mpirun: $(mpirun --version | head -n1)"
+note "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), flags:$(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_vnni|avx_vnni|amx_tile|amx_bf16|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/^/ /')"
+note "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; openblas core: $("$py" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown)"
+prec_flag=()
+if [ ${#xjoin_flag[@]} -gt 0 ] && [ -n "$precisions" ]; then
+	prec_flag=(--xjoin-precisions "$precisions")
+	# the ISA oneDNN dispatched for each precision, from a small job
+	mpi_env mpirun -np 1 "$xjoin" gen --rows 2000 --dim "$dim" \
+		--queries 100 --seed 1 -o "$work/isa-in.h5" --force >/dev/null
+	for p in ${precisions//,/ }; do
+		isa=$(ONEDNN_VERBOSE=1 mpi_env mpirun -np 1 "$xjoin" topk \
+			-q "$work/isa-in.h5" -b "$work/isa-in.h5" -k 1 --device cpu \
+			--precision "$p" -o "$work/isa.h5" --force 2>&1 |
+			grep -o 'matmul,[^,]*' | sort -u | sed 's/matmul,//' | tr '\n' ' ')
+		note "xjoin --precision $p: oneDNN ${isa:-not used (BLAS sgemm)}"
+	done
+fi
 
 exec "$py" "$here/compare.py" --sgemm "$work/sgemm_rate" \
-	"${xjoin_flag[@]}" "${pypi_flag[@]}" "${sklearn_flag[@]}" \
+	"${xjoin_flag[@]}" "${prec_flag[@]}" "${pypi_flag[@]}" "${sklearn_flag[@]}" \
 	"${datasets[@]}" --threads "$threads" --reps "$reps" \
 	--workdir "$work" --json "$work/cpu_vs_peers.json"

@@ -48,6 +48,7 @@
 #include "tests/unit/testdata.h"
 #include "tests/backend/contract.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/unit/gemm_emul.h"
 #include "tests/unit/glove.h"
 #include "tests/unit/unit.h"
 
@@ -56,8 +57,8 @@ static const xj_precision precs[] = { XJ_PREC_TF32, XJ_PREC_BF16,
 
 /* ---- roundings ---------------------------------------------------------- */
 
-typedef enum { R_NEAREST_EVEN, R_ZERO, R_NEAREST_AWAY, R_CUDA,
-	       R_CUDA_FTZ } rmode;
+/* gemm_emul.h's modes, and CUDA's own conversions */
+enum { R_CUDA = R_MODES, R_CUDA_FTZ };
 
 typedef struct variant {
 	const char *name;
@@ -76,41 +77,6 @@ static const variant variants[] = {
 	{ "fp16 flush-to-zero", XJ_PREC_FP16, R_CUDA_FTZ },
 };
 #define NVAR ((int)(sizeof(variants) / sizeof(variants[0])))
-
-static uint32_t f2u(float x)
-{
-	uint32_t u;
-
-	memcpy(&u, &x, sizeof(u));
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float x;
-
-	memcpy(&x, &u, sizeof(x));
-	return x;
-}
-
-/* x to `bits` stored mantissa bits in float's exponent range. */
-static float round_bits(float x, int bits, rmode mode)
-{
-	int drop = 23 - bits;
-	uint32_t u = f2u(x), mask = (1u << drop) - 1, half = 1u << (drop - 1);
-
-	switch (mode) {
-	case R_ZERO:
-		break;
-	case R_NEAREST_AWAY:
-		u += half;
-		break;
-	default:        /* nearest even */
-		u += half - 1 + ((u >> drop) & 1);
-		break;
-	}
-	return u2f(u & ~mask);
-}
 
 /* fp16, round to nearest even, from its definition: 11 bits in the
  * normal range, steps of 2^-24 below 2^-14, infinity from 65520 up. */
@@ -142,103 +108,7 @@ static float vround(const variant *v, float x)
 	}
 }
 
-/* ---- float32 accumulations ------------------------------------------------ */
-
-/* in order to nearest, in order toward zero, blocks of 16 truncated */
-typedef enum { ACC_NEAREST, ACC_ZERO, ACC_BLOCKS, NACC } accmode;
-
-/* a + b rounded toward zero, exactly: the float sum and its error
- * (TwoSum, exact in round to nearest), then one step toward zero when
- * the sum overshot. */
-static float add_rz(float a, float b)
-{
-	float s = a + b, bb = s - a;
-	float err = (a - (s - bb)) + (b - bb);
-
-	if (err != 0 && (err < 0) != (s < 0))
-		return nextafterf(s, 0.0f);
-	return s;
-}
-
-/* v (double) rounded toward zero to float. */
-static float double_rz(double v)
-{
-	float f = (float)v;
-
-	if (fabs((double)f) > fabs(v))
-		f = nextafterf(f, 0.0f);
-	return f;
-}
-
-static float dot_acc(const float *q, const float *b, int64_t d, accmode m)
-{
-	float s = 0.0f;
-
-	for (int64_t i = 0; i < d; i++) {
-		float p = q[i] * b[i];   /* exact for these inputs */
-
-		if (m == ACC_NEAREST) {
-			s = s + p;
-		} else if (m == ACC_ZERO) {
-			s = add_rz(s, p);
-		} else {
-			double blk = 0.0;
-			int64_t e = i + 16 < d ? i + 16 : d;
-
-			for (; i < e; i++)
-				blk += (double)q[i] * (double)b[i];
-			i--;
-			s = double_rz((double)s + blk);
-		}
-	}
-	return s;
-}
-
 /* ---- rows and the exact values ------------------------------------------ */
-
-typedef struct rows {
-	int64_t n, d;
-	float *x;        /* the rows (rows_free frees them) */
-	double *n2;      /* canonical squared norms */
-	float *fnorm;    /* float norms, as prep_norms */
-	float *fn2;      /* float squared norms, as prep_norms */
-	float *hat;      /* normalised as prep_hat */
-} rows;
-
-/* Rows over x, which r then owns. */
-static int rows_make(rows *r, float *x, int64_t n, int64_t d)
-{
-	memset(r, 0, sizeof(*r));
-	r->n = n;
-	r->d = d;
-	r->x = x;
-	r->n2 = malloc(sizeof(double) * (size_t)(n + 1));
-	r->fnorm = malloc(sizeof(float) * (size_t)(n + 1));
-	r->fn2 = malloc(sizeof(float) * (size_t)(n + 1));
-	r->hat = malloc(sizeof(float) * (size_t)(n * d + 1));
-	if (!x || !r->n2 || !r->fnorm || !r->fn2 || !r->hat)
-		return -1;
-	for (int64_t i = 0; i < n; i++) {
-		double s = metric_norm2(x + i * d, d);
-		double inv = 1.0 / sqrt(s);
-
-		r->n2[i] = s;
-		r->fnorm[i] = (float)sqrt(s);
-		r->fn2[i] = (float)s;
-		for (int64_t e = 0; e < d; e++)
-			r->hat[i * d + e] = (float)((double)x[i * d + e] * inv);
-	}
-	return 0;
-}
-
-static void rows_free(rows *r)
-{
-	free(r->x);
-	free(r->n2);
-	free(r->fnorm);
-	free(r->fn2);
-	free(r->hat);
-}
 
 /* nq query and nb base rows of GloVe (glove.h). */
 static void rows_glove(rows *Q, int64_t nq, rows *B, int64_t nb)
@@ -257,30 +127,6 @@ static int fp16_falls_back(const rows *Q, const rows *B)
 {
 	return !backend_cuda_host_fp16_fits(Q->x, Q->n * Q->d) ||
 	       !backend_cuda_host_fp16_fits(B->x, B->n * B->d);
-}
-
-/* Exact approx-space values of a pair, in long double (each product of
- * floats is exact in double; the sums lose about d 2^-64). */
-typedef struct exact {
-	long double sq, dot, cosd;    /* |q - b|^2, q.b, 1 - cos */
-} exact;
-
-static exact exact_of(const float *q, const float *b, int64_t d, double qq,
-		      double bb)
-{
-	long double sq = 0, dot = 0;
-	exact e;
-
-	for (int64_t i = 0; i < d; i++) {
-		long double t = (long double)q[i] - (long double)b[i];
-
-		sq += t * t;
-		dot += (long double)q[i] * (long double)b[i];
-	}
-	e.sq = sq;
-	e.dot = dot;
-	e.cosd = 1.0L - dot / sqrtl((long double)qq * (long double)bb);
-	return e;
 }
 
 /* exact_of every pair of Q x B, row-major. */

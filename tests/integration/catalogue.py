@@ -83,6 +83,7 @@ class Inputs:
         self.make_absurd()
         self.make_huge_row()
         self.make_wide(rng)
+        self.make_deep(rng)
         self.copy_fuzz_findings()
 
     def path(self, name):
@@ -164,6 +165,13 @@ class Inputs:
                                       chunks=(1, chunk), compression="gzip")
                 for c0 in range(0, cols, chunk):
                     d.id.write_direct_chunk((0, c0), blob)
+
+    def make_deep(self, rng):
+        """2 rows of 70,000 columns: past int8's exact int32 sums."""
+        with h5py.File(self.path("deep.h5"), "w") as h5:
+            x = rng.standard_normal((2, 70000)).astype(np.float32)
+            h5["test"] = x
+            h5["train"] = x
 
     def make_wide(self, rng):
         """Its matrix output, 200 x 4000 float32 (3.2 MB), is more than
@@ -605,6 +613,12 @@ def cases():
              topk(None, None, 5, "--chunk-rows", "0")),
         Case("unknown option", USAGE, r"unknown option '--frobnicate'",
              topk(None, None, 5, "--frobnicate")),
+        Case("--precision int8 past its dimension", USAGE,
+             r"--precision int8(: dimension 70000 is above 65536| needs )",
+             topk("deep.h5", "deep.h5", 1, "--device", "cpu",
+                  "--precision", "int8")),
+        Case("unknown precision", USAGE, r"--precision: unknown precision "
+             r"'fp64'", topk(None, None, 5, "--precision", "fp64")),
         Case("missing -o", USAGE, r"topk needs -o/--output",
              topk(), out_arg=False),
         Case("missing -q", USAGE, r"topk needs -q/--query",

@@ -19,6 +19,8 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
   matrix          full matrix, every metric, forced chunks and tiny
                   memory budgets
   realdata        GloVe slice (cosine, l2) and Fashion-MNIST (uint8, l2)
+  precision       --precision bf16, int8, auto (CPU): the reference's bits
+                  on GloVe, Fashion-MNIST, random and mixed-magnitude rows
   extremes        huge offsets, tiny, subnormal and mixed-magnitude values
   types           every numeric type, groups, default datasets, odd names
   errors          input and usage errors: exit code, message, no output
@@ -647,13 +649,20 @@ def fashion_file(ctx, folder, path):
         h5.create_dataset("train", data=b, dtype=np.uint8)
 
 
-def case_realdata(ctx, ranks, args):
+def glove_file(ctx, args):
+    """glove.h5 in the case's folder: the slice of --glove, else of the
+    repository's demo file."""
     src = args.glove
     if not os.path.exists(src):
         here = os.path.dirname(os.path.abspath(__file__))
         src = os.path.join(here, "..", "..", "data", "glove-demo.h5")
     g = ctx.path("glove.h5")
     glove_slice(ctx, src, g)
+    return g
+
+
+def case_realdata(ctx, ranks, args):
+    g = glove_file(ctx, args)
     for metric, k in (("cosine", 10), ("l2", 5)):
         ref = ctx.ref_topk("glove.h5", "glove.h5", k, metric)
         for nranks in [r for r in ranks if r in (2, 3)] or ranks:
@@ -666,6 +675,87 @@ def case_realdata(ctx, ranks, args):
     ref = ctx.ref_topk("fashion.h5", "fashion.h5", 10, "l2")
     ctx.result(2, ["topk", "-q", fm, "-b", fm, "-k", 10, "-m", "l2"],
                ctx.path("out.h5"), ref, "Fashion-MNIST uint8 np2 l2 k=10")
+
+
+def _precisions_here(ctx):
+    """The CPU candidate precisions this build and CPU run, and what auto
+    picks (the job table's precision row); Skip when none but fp32."""
+    g = ctx.path("prec.h5")
+    q, b = random_inputs()
+    with h5py.File(g, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b
+    runs = []
+    for p in ("bf16", "int8"):
+        rc, out, err, _ = ctx.run(1, ["topk", "-q", g, "-b", g, "-k", 3,
+                                      "--device", "cpu", "--precision", p,
+                                      "-o", ctx.path("p.h5"), "--force"])
+        if rc == 0:
+            runs.append(p)
+        else:
+            ctx.check(rc == 2 and "--precision %s" % p in err,
+                      "--precision %s refused with exit %s: %s"
+                      % (p, rc, err.strip()))
+            print("precision %s not here: %s" % (p, err.strip()),
+                  flush=True)
+    rc, out, _, _ = ctx.run(1, ["topk", "-q", g, "-b", g, "-k", 3,
+                                "--device", "cpu", "--precision", "auto",
+                                "-o", ctx.path("p.h5"), "--force"])
+    row = [ln for ln in out.splitlines() if ln.startswith("| precision")]
+    ctx.check(rc == 0 and len(row) == 1 and "auto:" in row[0],
+              "--precision auto: the job table says how it resolved (%r)"
+              % row)
+    if not runs:
+        raise Skip("no bf16 or int8 candidate GEMM here (built without "
+                   "oneDNN, or a CPU without them)")
+    return runs
+
+
+def case_precision(ctx, ranks, args):
+    """--precision bf16|int8|auto on the CPU: the bits of the reference
+    (= fp32) on GloVe, Fashion-MNIST, random rows with a threshold and
+    rows of mixed magnitude, and the report says how many candidates were
+    rescored."""
+    precs = _precisions_here(ctx)
+    g = glove_file(ctx, args)
+    fm = ctx.path("fashion.h5")
+    fashion_file(ctx, args.fashion, fm)
+    r = ctx.path("rnd.h5")
+    write_random(r)
+    x = ctx.path("ext.h5")
+    q, b = extreme_inputs("mixed", np.random.default_rng(SEED + 16))
+    with h5py.File(x, "w") as h5:
+        h5["test"] = q
+        h5["train"] = b
+    ref = ctx.ref_topk("rnd.h5", "rnd.h5", 10, "ip")
+    thr = threshold_for(ref, 4)
+    jobs = [
+        (g, "glove.h5", "cosine", 100, None, 1),
+        (g, "glove.h5", "l2", 10, None, 2),
+        (fm, "fashion.h5", "l2", 10, None, 1),
+        (r, "rnd.h5", "ip", 10, thr, 1),
+        (x, "ext.h5", "sqeuclidean", 10, None, 1),
+    ]
+    for f, name, metric, k, t, nranks in jobs:
+        ref = ctx.ref_topk(name, name, k, metric, t)
+        extra = ["-t", repr(float(t))] if t is not None else []
+        for p in precs:
+            what = "%s np%d %s k=%d --precision %s" % (name, nranks, metric,
+                                                       k, p)
+            argv = ["topk", "-q", f, "-b", f, "-k", k, "-m", metric,
+                    "--device", "cpu", "--precision", p] + extra
+            ctx.result(nranks, argv, ctx.path("out.h5"), ref, what)
+    # the report: the price of each precision's bound
+    for p in precs:
+        rc, out, _, _ = ctx.run(1, ["topk", "-q", g, "-b", g, "-k", 100,
+                                    "-m", "cosine", "--device", "cpu",
+                                    "--precision", p, "--force",
+                                    "-o", ctx.path("o2.h5")])
+        line = [ln for ln in out.splitlines()
+                if ln.startswith("# candidates rescored")]
+        ctx.check(rc == 0 and len(line) == 1 and p in line[0],
+                  "--precision %s: no 'candidates rescored' line" % p)
+        print("\n".join(line), flush=True)
 
 
 def write_error_inputs(ctx):
@@ -1754,6 +1844,7 @@ CASES = {
     "small_shapes": case_small_shapes,
     "matrix": case_matrix,
     "realdata": case_realdata,
+    "precision": case_precision,
     "errors": case_errors,
     "config": case_config,
     "types": case_types,
@@ -1798,8 +1889,8 @@ def main():
     ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
     t0 = time.time()
     try:
-        if args.case == "realdata":
-            case_realdata(ctx, ranks, args)
+        if args.case in ("realdata", "precision"):
+            CASES[args.case](ctx, ranks, args)
         else:
             CASES[args.case](ctx, ranks)
     except Skip as e:
