@@ -10,6 +10,7 @@ packages=(
 	libhdf5-openmpi-dev hdf5-tools
 	libopenblas-dev libinih-dev libcunit1-dev
 	python3-numpy python3-h5py
+	python3-scipy python3-matplotlib
 	dataset-fashion-mnist
 	iproute2 nftables
 )
