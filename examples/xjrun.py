@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import compare  # noqa: E402  tests/integration/compare.py: bit-for-bit check
 from plot import field  # noqa: E402,F401  report fields by name
 
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 
@@ -58,7 +59,20 @@ def peak_mib(folder):
     return max(peaks) if peaks else None
 
 
-def xjoin(np_ranks, argv, report=None, threads=None):
+def xjoin(np_ranks, argv, report=None, threads=None, reps=1):
+    """The best of reps runs of xjoin_once (by the report's total seconds,
+    else the wall time), with the largest peak memory of them all: on a
+    busy machine the fastest run is the one least disturbed."""
+    runs = [xjoin_once(np_ranks, argv, report, threads)
+            for _ in range(max(1, reps))]
+    best = min(runs, key=lambda r: field(r.report, "total_seconds")
+               or r.wall_s)
+    peaks = [r.peak_mib for r in runs if r.peak_mib is not None]
+    best.peak_mib = max(peaks) if peaks else None
+    return best
+
+
+def xjoin_once(np_ranks, argv, report=None, threads=None):
     """Run `mpirun -np NP xjoin ARGV`; exit with its output on failure.
 
     Each rank runs under peak_rss.py, which records its peak resident

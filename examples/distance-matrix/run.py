@@ -2,12 +2,12 @@
 """Euclidean distance matrices of growing size: NumPy, SciPy and xjoin.
 
     /usr/bin/python3 examples/distance-matrix/run.py [--sizes N,N,...]
-        [--dim D] [--np P] [--workdir DIR] [--png FILE] [--check]
+        [--dim D] [--np P] [--reps R] [--workdir DIR] [--png FILE] [--check]
 
 For each N, `xjoin gen` writes N queries and N base rows of D Gaussian
 float32 values; then three programs write the N x N matrix of Euclidean
 distances as float32 /distances to HDF5, each timed from reading its input
-to closing its output:
+to closing its output (the fastest of --reps runs):
 
   numpy  the usual expansion sqrt(|q|^2 + |b|^2 - 2 q.b) in float64 with
          one GEMM per block of query rows, written block by block (h5py)
@@ -21,11 +21,11 @@ whatever N is. Then every matrix is compared with xjoin's bit for bit:
 cdist sums (q_i - b_i)^2 in float64 in index order and takes sqrt, which is
 xjoin's canonical value, so its float32 result must be the same bits; the
 expansion reorders the sum and cancels where q and b are close, so it is
-only close: in float64 the error is far below float32's rounding, so most
-values (often all) round to the same float32 and --check holds it within
-NUMPY_RTOL; in float32 the cancellation is of the order of float32's own
-rounding and most values differ in their last bits (printed, not checked). Writes runs.json and a log-log plot of time
-against N.
+only close: in float64 its error is far below float32's rounding, so
+nearly all values (often all) round to the same float32, and --check holds
+it within NUMPY_RTOL; in float32 its error is of the order of float32's
+own rounding, and many values differ in their last bit (counted, not
+checked). Writes runs.json and a log-log plot of time against N.
 """
 
 import argparse
@@ -124,8 +124,10 @@ def one_size(args, n):
             for t in TOOLS}
     run = xjrun.xjoin(args.np, ["matrix", "-q", inp, "-b", inp, "-m", "l2",
                                 "-o", outs["xjoin"], "--force"],
-                      report=outs["xjoin"] + ".report.json")
-    secs = {t: timed(fn, inp, outs[t]) for t, fn in PEERS.items()}
+                      report=outs["xjoin"] + ".report.json",
+                      reps=args.reps)
+    secs = {t: min(timed(fn, inp, outs[t]) for _ in range(args.reps))
+            for t, fn in PEERS.items()}
     secs["xjoin"] = xjrun.field(run.report, "total_seconds") or run.wall_s
     recs = []
     for tool in TOOLS:
@@ -169,6 +171,8 @@ def main(argv=None):
                     help="comma-separated N (queries = base rows = N)")
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--np", type=int, default=2, help="xjoin's MPI ranks")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="runs of each program; the fastest one counts")
     ap.add_argument("--workdir", default=os.path.join(
         xjrun.ROOT, "build", "examples", "distance-matrix"))
     ap.add_argument("--png", help="plot to write [default: "

@@ -3,8 +3,8 @@
 time and memory move.
 
     /usr/bin/python3 examples/partition-sweep/run.py [--rows M] [--queries N]
-        [--dim D] [-k K] [--ranks 1,2,4] [--chunks 64,256,1024,auto]
-        [--workdir DIR] [--png FILE] [--check]
+        [--dim D] [-k K] [--ranks 1,2,4] [--chunks 256,1024,4096,auto]
+        [--reps R] [--workdir DIR] [--png FILE] [--check]
 
 `xjoin gen` writes N queries and M base rows (Gaussian blobs); then
 
@@ -16,9 +16,10 @@ Every output is compared bit for bit with the first one (tests/integration/
 compare.py), and with --check the first one also with the naive float64
 reference (tests/integration/reference.py). Printed per run: the chunk
 rows the plan used (query x base, from the output's attributes), xjoin's
-own seconds (--report-json), its compute phase, and the peak resident
-memory of the largest rank. Writes runs.json and a plot of seconds and
-peak memory against base chunk rows, one line per rank count.
+own seconds (--report-json) and its compute phase (of the fastest of
+--reps runs), and the peak resident memory of the largest rank (the
+largest of the runs). Writes runs.json and a plot of seconds and peak
+memory against base chunk rows, one line per rank count.
 """
 
 import argparse
@@ -48,10 +49,11 @@ def one_run(args, inp, ranks, chunk, first):
         argv += ["--chunk-rows", chunk]
     threads = max(1, (os.cpu_count() or 1) // ranks)
     run = xjrun.xjoin(ranks, argv, report=out + ".report.json",
-                      threads=threads)
+                      threads=threads, reps=args.reps)
     qrows, brows = chunk_rows(out)
     differ = 0 if first is None else xjrun.same_bits(out, first)
-    rec = {"ranks": ranks, "series": "%d ranks" % ranks, "chunk_rows": chunk, "threads": threads,
+    rec = {"ranks": ranks, "series": "%d rank%s" % (ranks, "s" * (ranks > 1)),
+           "chunk_rows": chunk, "threads": threads,
            "query_chunk_rows": qrows, "base_chunk_rows": brows,
            "seconds": xjrun.field(run.report, "total_seconds"),
            "compute_s": xjrun.field(run.report, "phase_seconds.compute"),
@@ -97,7 +99,9 @@ def main(argv=None):
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--ranks", default="1,2,4")
-    ap.add_argument("--chunks", default="256,1024,4096,16384,auto")
+    ap.add_argument("--chunks", default="256,1024,4096,auto")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="runs of each job; the fastest one counts")
     ap.add_argument("--workdir", default=os.path.join(
         xjrun.ROOT, "build", "examples", "partition-sweep"))
     ap.add_argument("--png", help="plot to write [default: "

@@ -23,7 +23,6 @@ import os
 import sys
 
 import h5py
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
