@@ -6,6 +6,7 @@ else `mpirun`. Reports are read defensively: a field the running xjoin does
 not write reads as None, so an example keeps working while the report grows.
 """
 
+import importlib.util
 import io
 import json
 import os
@@ -122,14 +123,24 @@ def git_commit():
 
 
 def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
+    """The CPU's model name, as the benchmarks print it."""
+    path = os.path.join(ROOT, "scripts", "bench", "compare.py")
+    spec = importlib.util.spec_from_file_location("bench_compare", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.cpu_model()
+
+
+def add_common_args(ap, name, check_help):
+    """The options every example takes: --reps, --workdir, --png, --check;
+    the defaults put files in build/examples/NAME."""
+    ap.add_argument("--reps", type=int, default=1,
+                    help="runs of each job; the fastest one counts")
+    ap.add_argument("--workdir", default=os.path.join(
+        ROOT, "build", "examples", name))
+    ap.add_argument("--png", help="plot to write [default: WORKDIR/%s.png]"
+                    % name)
+    ap.add_argument("--check", action="store_true", help=check_help)
 
 
 def note(argv):

@@ -171,15 +171,9 @@ def main(argv=None):
                     help="comma-separated N (queries = base rows = N)")
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--np", type=int, default=2, help="xjoin's MPI ranks")
-    ap.add_argument("--reps", type=int, default=1,
-                    help="runs of each program; the fastest one counts")
-    ap.add_argument("--workdir", default=os.path.join(
-        xjrun.ROOT, "build", "examples", "distance-matrix"))
-    ap.add_argument("--png", help="plot to write [default: "
-                    "WORKDIR/distance-matrix.png]")
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 unless scipy matches xjoin bit for bit and "
-                    "numpy within %.0e" % NUMPY_RTOL)
+    xjrun.add_common_args(ap, "distance-matrix", "exit 1 unless scipy "
+                          "matches xjoin bit for bit and numpy within %.0e"
+                          % NUMPY_RTOL)
     args = ap.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     print("# N x N Euclidean distance matrix, d = %d, float32 out; seconds "

@@ -100,15 +100,8 @@ def main(argv=None):
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--chunks", default="256,1024,4096,auto")
-    ap.add_argument("--reps", type=int, default=1,
-                    help="runs of each job; the fastest one counts")
-    ap.add_argument("--workdir", default=os.path.join(
-        xjrun.ROOT, "build", "examples", "partition-sweep"))
-    ap.add_argument("--png", help="plot to write [default: "
-                    "WORKDIR/partition-sweep.png]")
-    ap.add_argument("--check", action="store_true",
-                    help="also compare with the float64 reference; exit 1 "
-                    "on any difference")
+    xjrun.add_common_args(ap, "partition-sweep", "also compare with the "
+                          "float64 reference; exit 1 on any difference")
     args = ap.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     inp = os.path.join(args.workdir, "in-%d-%d-%d.h5"
