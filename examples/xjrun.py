@@ -51,6 +51,11 @@ class Run:
         self.report = report
 
 
+def threads_per_rank(np_ranks):
+    """OpenMP threads for each of np_ranks ranks on this machine's cores."""
+    return max(1, (os.cpu_count() or 1) // np_ranks)
+
+
 def peak_mib(folder):
     """The largest peak RSS that peak_rss.py recorded in folder, in MiB."""
     peaks = []

@@ -14,7 +14,8 @@ to closing its output (the fastest of --reps runs):
   numpy-f32  the same in float32 (half the memory traffic, what many do)
   scipy  scipy.spatial.distance.cdist(..., "euclidean") in float64 per block
          of query rows, written block by block (h5py)
-  xjoin  mpirun -np P xjoin matrix -m l2 (its own seconds: --report-json)
+  xjoin  mpirun -np P xjoin matrix -m l2 --threads (cores / P) (its own
+         seconds: --report-json)
 
 Blocks hold at most BLOCK_BYTES of float64 work, so memory stays bounded
 whatever N is. Then every matrix is compared with xjoin's bit for bit:
@@ -125,6 +126,7 @@ def one_size(args, n):
     run = xjrun.xjoin(args.np, ["matrix", "-q", inp, "-b", inp, "-m", "l2",
                                 "-o", outs["xjoin"], "--force"],
                       report=outs["xjoin"] + ".report.json",
+                      threads=xjrun.threads_per_rank(args.np),
                       reps=args.reps)
     secs = {t: min(timed(fn, inp, outs[t]) for _ in range(args.reps))
             for t, fn in PEERS.items()}

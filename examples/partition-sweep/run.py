@@ -47,7 +47,7 @@ def one_run(args, inp, ranks, chunk, first):
             "-o", out, "--force"]
     if chunk != "auto":
         argv += ["--chunk-rows", chunk]
-    threads = max(1, (os.cpu_count() or 1) // ranks)
+    threads = xjrun.threads_per_rank(ranks)
     run = xjrun.xjoin(ranks, argv, report=out + ".report.json",
                       threads=threads, reps=args.reps)
     qrows, brows = chunk_rows(out)
