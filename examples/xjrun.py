@@ -148,19 +148,22 @@ def add_common_args(ap, name, check_help):
     ap.add_argument("--check", action="store_true", help=check_help)
 
 
+COMMIT = git_commit()   # at the start: the code that runs, not the end's
+
+
 def note(argv):
     """One line for a plot: the command, the commit, the CPU, the date."""
     cmd = " ".join([os.path.relpath(os.path.abspath(argv[0]), ROOT)]
                    + argv[1:])
     return "%s | commit %s | %s, %d cpus | %s" % (
-        cmd, git_commit(), cpu_model(), os.cpu_count(),
+        cmd, COMMIT, cpu_model(), os.cpu_count(),
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 
 def write_runs(path, recs):
     """The records of an example as {"runs": [...]}, for scripts/plot.py."""
     with open(path, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "commit": git_commit(),
+        json.dump({"command": " ".join(sys.argv), "commit": COMMIT,
                    "cpu": cpu_model(), "cpus": os.cpu_count(),
                    "runs": recs}, f, indent=1)
 
