@@ -2,7 +2,8 @@
 """Euclidean distance matrices of growing size: NumPy, SciPy and xjoin.
 
     /usr/bin/python3 examples/distance-matrix/run.py [--sizes N,N,...]
-        [--dim D] [--np P] [--reps R] [--workdir DIR] [--png FILE] [--check]
+        [--dim D] [--near N] [--np P] [--reps R] [--workdir DIR]
+        [--png FILE] [--check]
 
 For each N, `xjoin gen` writes N queries and N base rows of D Gaussian
 float32 values; then three programs write the N x N matrix of Euclidean
@@ -26,7 +27,9 @@ only close: in float64 its error is far below float32's rounding, so
 nearly all values (often all) round to the same float32, and --check holds
 it within NUMPY_RTOL; in float32 its error is of the order of float32's
 own rounding, and many values differ in their last bit (counted, not
-checked). Writes runs.json and a log-log plot of time against N.
+checked). --near N adds a case where that cancellation bites: queries
+1e-3 away from base rows of norm about 80. Writes runs.json and a log-log
+plot of time against N (of the Gaussian case).
 """
 
 import argparse
@@ -115,13 +118,31 @@ def rel_diff(path, ref_path):
     return worst
 
 
-def one_size(args, n):
+def gaussian_input(args, n):
     inp = os.path.join(args.workdir, "in-%d.h5" % n)
     if not os.path.exists(inp):
         xjrun.xjoin(1, ["gen", "--rows", str(n), "--queries", str(n),
                         "--dim", str(args.dim), "--seed", str(n),
                         "-o", inp, "--force"])
-    outs = {t: os.path.join(args.workdir, "%s-%d.h5" % (t, n))
+    return inp
+
+
+def near_input(args, n):
+    """Base rows of N(10, 1) values (norms near 80 for d = 64) and queries
+    1e-3 away from them: the pairs where the expansion cancels."""
+    inp = os.path.join(args.workdir, "near-%d.h5" % n)
+    rng = np.random.default_rng(n)
+    b = (10 + rng.standard_normal((n, args.dim))).astype(np.float32)
+    with h5py.File(inp, "w") as f:
+        f["train"] = b
+        f["test"] = (b + 1e-3 * rng.standard_normal(b.shape)).astype(
+            np.float32)
+    return inp
+
+
+def one_size(args, n, case="gaussian"):
+    inp = (near_input if case == "near" else gaussian_input)(args, n)
+    outs = {t: os.path.join(args.workdir, "%s-%s-%d.h5" % (t, case, n))
             for t in TOOLS}
     run = xjrun.xjoin(args.np, ["matrix", "-q", inp, "-b", inp, "-m", "l2",
                                 "-o", outs["xjoin"], "--force"],
@@ -134,7 +155,8 @@ def one_size(args, n):
     recs = []
     for tool in TOOLS:
         rec = {"tool": tool if tool != "xjoin" else "xjoin np%d" % args.np,
-               "n": n, "m": n, "d": args.dim, "seconds": secs[tool]}
+               "case": case, "n": n, "m": n, "d": args.dim,
+               "seconds": secs[tool]}
         if tool == "xjoin":
             rec.update(wall_s=run.wall_s, report=run.report)
         else:
@@ -142,8 +164,8 @@ def one_size(args, n):
                                                show=0)
             rec["max_rel_diff"] = rel_diff(outs[tool], outs["xjoin"])
         recs.append(rec)
-        print("%-10s %6d x %-6d %9.3f s  %s"
-              % (rec["tool"], n, n, rec["seconds"], "" if tool == "xjoin"
+        print("%-10s %-8s %6d x %-6d %9.3f s  %s"
+              % (rec["tool"], case, n, n, rec["seconds"], "" if tool == "xjoin"
                  else "%d of %d values differ from xjoin's, largest "
                  "relative difference %.2g" % (rec["differing"], n * n,
                                                rec["max_rel_diff"])))
@@ -155,10 +177,11 @@ def check(recs):
     bad = []
     for r in recs:
         if r["tool"] == "scipy" and r["differing"] != 0:
-            bad.append("scipy cdist differs from xjoin at N=%d" % r["n"])
+            bad.append("scipy cdist differs from xjoin at N=%d (%s)"
+                       % (r["n"], r["case"]))
         if r["tool"] == "numpy" and not r["max_rel_diff"] <= NUMPY_RTOL:
-            bad.append("numpy differs from xjoin by %.2g at N=%d"
-                       % (r["max_rel_diff"], r["n"]))
+            bad.append("numpy differs from xjoin by %.2g at N=%d (%s)"
+                       % (r["max_rel_diff"], r["n"], r["case"]))
     for line in bad:
         print("FAILED: " + line)
     if not bad:
@@ -172,6 +195,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default="1000,2000,4000,8000",
                     help="comma-separated N (queries = base rows = N)")
     ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--near", type=int, default=1000, metavar="N",
+                    help="also N near-duplicate pairs (0: none)")
     ap.add_argument("--np", type=int, default=2, help="xjoin's MPI ranks")
     xjrun.add_common_args(ap, "distance-matrix", "exit 1 unless scipy "
                           "matches xjoin bit for bit and numpy within %.0e"
@@ -183,11 +208,14 @@ def main(argv=None):
     recs = []
     for n in [int(s) for s in args.sizes.split(",")]:
         recs += one_size(args, n)
+    if args.near:
+        recs += one_size(args, args.near, "near")
     runs = os.path.join(args.workdir, "runs.json")
     xjrun.write_runs(runs, recs)
     xjrun.plot(["-o", args.png or os.path.join(args.workdir,
                                                "distance-matrix.png"),
                 "--x", "n", "--y", "seconds", "--series", "tool",
+                "--where", "case=gaussian",
                 "--log", "xy", "--xlabel", "N (N x N matrix, d = %d)"
                 % args.dim, "--ylabel", "seconds",
                 "--title", "Euclidean distance matrix: time against size",
