@@ -31,11 +31,6 @@ import argparse
 import json
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")   # files only: no display on a batch node
-import matplotlib.pyplot as plt  # noqa: E402
-
 
 def field(doc, name):
     """doc["a"]["b"] for name "a.b", or None where any part is missing."""
@@ -130,19 +125,34 @@ def keep(rec, wheres):
     return True
 
 
+def pyplot():
+    """matplotlib, imported only once there is something to draw (it takes
+    seconds on a busy machine), writing files only: no display needed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def main(argv=None):
     args = parse(argv)
     recs = [r for path in args.files for r in records(path)
             if keep(r, args.where)]
-    fig, axes = plt.subplots(1, len(args.y), squeeze=False,
-                             figsize=(5.5 * len(args.y), 4.2))
-    plotted = 0
-    for i, (ax, y) in enumerate(zip(axes[0], args.y)):
+    panels = []
+    for y in args.y:
         pts, missing = series_points(recs, args, y)
         if missing:
             print("plot.py: %d of %d records lack %s or %s: left out"
                   % (missing, len(recs), args.x, y), file=sys.stderr)
-        plotted += sum(len(v) for v in pts.values())
+        panels.append((y, pts))
+    plotted = sum(len(v) for _, pts in panels for v in pts.values())
+    if plotted == 0:
+        sys.exit("plot.py: nothing to plot (no record has %s and %s)"
+                 % (args.x, " / ".join(args.y)))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), squeeze=False,
+                             figsize=(5.5 * len(panels), 4.2))
+    for i, (ax, (y, pts)) in enumerate(zip(axes[0], panels)):
         (draw_bars if args.kind == "bar" else draw_lines)(ax, pts)
         if args.log and "x" in args.log and args.kind == "line":
             ax.set_xscale("log")
@@ -153,9 +163,6 @@ def main(argv=None):
         ax.grid(True, which="both", alpha=0.3)
         if pts:
             ax.legend(fontsize="small")
-    if plotted == 0:
-        sys.exit("plot.py: nothing to plot (no record has %s and %s)"
-                 % (args.x, " / ".join(args.y)))
     if args.title:
         fig.suptitle(args.title)
     if args.note:

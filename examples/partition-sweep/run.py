@@ -125,7 +125,7 @@ def main(argv=None):
     xjrun.plot(["-o", args.png or os.path.join(args.workdir,
                                                "partition-sweep.png"),
                 "--x", "base_chunk_rows", "--y", "seconds",
-                "--y", "peak_mib", "--series", "series", "--log", "xy",
+                "--y", "peak_mib", "--series", "series", "--log", "x",
                 "--xlabel", "base chunk rows (--chunk-rows, or the plan's)",
                 "--ylabel", "seconds (xjoin's total)",
                 "--ylabel", "peak RSS of the largest rank (MiB)",
