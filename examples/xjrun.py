@@ -42,7 +42,7 @@ def read_json(path):
 
 class Run:
     """One finished xjoin run: wall seconds, the peak resident memory of
-    its largest process in MiB, its stdout and its report (a dict)."""
+    its largest rank in MiB, its stdout and its report (a dict)."""
 
     def __init__(self, wall_s, peak_mib, stdout, report):
         self.wall_s = wall_s
