@@ -11,7 +11,7 @@ packages=(
 	libopenblas-dev libinih-dev libcunit1-dev
 	libdnnl-dev
 	python3-numpy python3-h5py
-	python3-scipy
+	python3-scipy python3-matplotlib
 	dataset-fashion-mnist
 	iproute2 nftables
 )
