@@ -186,6 +186,9 @@ int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			mat_item(c, t, q, b, i0, i1, j0, nw, out);
 		}
 	}
+	be->gemm_flops += (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ?
+			   3.0 : 2.0) * (double)d * (double)q->rows *
+			  (double)b->rows;
 	return XJ_OK;
 }
 

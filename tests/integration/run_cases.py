@@ -515,6 +515,27 @@ def _plan_chunks(ctx, nranks, argv):
     return int(counts[0][1]) * int(counts[1][1])
 
 
+def check_matrix_report(ctx, path, n, m, d, what):
+    """A matrix run's --report-json: its phases add up to its total (what
+    no phase holds is "other", a few milliseconds at most), and it
+    reports the bytes it wrote and the FLOPs it did."""
+    with open(path) as fh:
+        doc = json.load(fh)
+    ph, total = doc["phase_seconds"], doc["total_seconds"]
+    named = sum(v for k, v in ph.items() if k != "other")
+    ctx.check(abs(named + ph["other"] - total) < 1e-5 and
+              abs(ph["other"]) <= 0.01 + 0.02 * total,
+              "%s: phases %s do not add up to the total %.3f s"
+              % (what, ph, total))
+    ctx.check(doc["bytes_written"] == n * m * 4 and
+              doc["gbps_written_write"] > 0,
+              "%s: %s bytes written, expected %d"
+              % (what, doc["bytes_written"], n * m * 4))
+    ctx.check(doc["gemm_flops"] >= 2.0 * n * m * d,
+              "%s: %s FLOPs, expected at least 2 n m d"
+              % (what, doc["gemm_flops"]))
+
+
 def case_matrix(ctx, ranks):
     q, b = random_inputs()
     f = ctx.path("mat.h5")
@@ -536,6 +557,14 @@ def case_matrix(ctx, ranks):
                            % (nranks, metric))
             finally:
                 del os.environ["XJ_MATRIX_OVERLAP"]
+            rep = ctx.path("report.json")
+            if ctx.result(nranks, argv + ["--chunk-rows", 40,
+                                          "--report-json", rep],
+                          ctx.path("out.h5"), ref, "np%d matrix %s "
+                          "--chunk-rows 40" % (nranks, metric)):
+                check_matrix_report(ctx, rep, len(q), 611, q.shape[1],
+                                    "np%d matrix %s report"
+                                    % (nranks, metric))
             for extra in [[], ["--chunk-rows", 3]] + limits:
                 if "--mem-limit" in extra and metric == "l2":
                     chunks = _plan_chunks(ctx, nranks, argv + extra)
