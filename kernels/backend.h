@@ -16,7 +16,9 @@
  * With a device transport (NCCL), topk_end_merged replaces topk_end and
  * exchange_topk_reduce_scatter: the lists never leave the GPU before the merge.
  *
- * For the matrix it computes blocks of canonical values, one queued at a
+ * For the matrix it computes blocks of canonical values (every value the
+ * bits of metric_key(); how is the backend's: a double GEMM verified by
+ * its error bound, metric.h), one queued at a
  * time, so that the caller writes block i while the backend computes
  * block i + 1:
  *
@@ -25,9 +27,11 @@
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
  *
- * backend_matrix_block() does both at once. Where matrix_start computes
- * the block itself (the CPU backend, matrix_async = 0) one buffer does:
- * the caller writes each block before it starts the next.
+ * backend_matrix_block() does both at once. Both backends queue the
+ * block (matrix_async: the CPU on a worker thread, the CUDA backend on
+ * its streams); where matrix_start computes the block itself
+ * (matrix_async = 0) one buffer does: the caller writes each block
+ * before it starts the next.
  *
  * All row data are float32, row-major, exactly as read from the input (the
  * backend makes its own normalised copies for cosine). Results are canonical
@@ -81,11 +85,11 @@ struct xj_backend {
 			       float *key, int64_t *idx, int64_t *out_row0,
 			       int64_t *out_rows, xj_status *st);
 	/* Queue the block q x b into out (q.rows x b.rows floats). The
-	 * rows of q and b may be reused when it returns; out must be left
-	 * alone until matrix_wait returns. One block at most is queued: a
+	 * rows of q and b, and out, must be left alone until matrix_wait
+	 * returns (the CPU reads the rows while it computes). One block at most is queued: a
 	 * started block is waited for, whatever happens, before out is
 	 * freed or another block starts. An error of the queued work comes
-	 * from matrix_wait. The CPU backend computes the block here. */
+	 * from matrix_wait. */
 	int (*matrix_start)(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			    float *out, xj_status *st);
 	int (*matrix_wait)(xj_backend *be, xj_status *st);
@@ -95,8 +99,10 @@ struct xj_backend {
 	void (*block_free)(xj_backend *be, float *p);
 	void (*release)(xj_backend *be);   /* frees be itself too */
 	int matrix_async;      /* matrix_start returns before the block is
-				* done (CUDA): worth a second block buffer */
+				* done: worth a second block buffer */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
+	int64_t matrix_exact_pairs;  /* matrix pairs the GEMM's bound left
+				      * undecided, computed canonically */
 };
 
 /* One matrix block, computed when it returns. */

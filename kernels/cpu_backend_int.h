@@ -12,7 +12,8 @@
  *                  float norms, normalised copies, bad rows
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
- *   cpu_matrix.c   matrix blocks of canonical values
+ *   cpu_matrix.c   matrix blocks: dgemm values verified by their
+ *                  bound, canonical ones where it does not decide
  *
  * The two functions defined here are static inline: cpu_of is the cast
  * every file makes, and lanes_key runs per pair in the rescoring and per
@@ -23,6 +24,7 @@
 #define XJ_CPU_BACKEND_INT_H
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +40,8 @@
 #define TB 512          /* base rows per GEMM sub-tile */
 #define MW 16           /* base rows per vector block (lanes) */
 #define MQ 4            /* matrix: query rows per pass */
+#define MTQ 256         /* matrix: query rows per dgemm item (x TB base
+			 * rows: a 1 MiB double tile, as the float one) */
 /* Below this many row elements (or 4x as many pair-dimension products)
  * a thread team costs more than it saves. */
 #define PAR_MIN_ELEMS (1 << 16)
@@ -81,6 +85,9 @@ typedef struct cpu_thread {
 	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
+	double *qd, *bd;   /* matrix: MTQ x d, TB x d rows in double */
+	double *gd;        /* matrix: MTQ x TB dgemm tile */
+	unsigned char *amb;  /* matrix: MTQ x TB, pairs left undecided */
 	double flops;
 } cpu_thread;
 
@@ -119,6 +126,11 @@ typedef struct cpu_backend {
 	int64_t mqalloc, mballoc;
 	double *mqq;       /* matrix: query squared norms */
 	double *mbb;       /* matrix: base squared norms */
+	/* the queued matrix block, computed by mthread until matrix_wait */
+	int mqueued;
+	pthread_t mthread;
+	xj_rows mq, mb;
+	float *mout;
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(xj_backend *be)
