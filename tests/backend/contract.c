@@ -901,17 +901,20 @@ static void test_matrix(void)
  *     scales 2^-60 to 2^56;
  *   - duplicates and near-duplicates (one coordinate 1 ulp away), whose
  *     l2 distance is all cancellation, at magnitudes up to 1e18;
- *   - Gaussian rows of magnitudes 10^-20 to 10^18, one per row.
+ *   - Gaussian rows of magnitudes 10^-20 to 10^17, one per row or one
+ *     per value, and rows holding a value of 10^18 (inputs must keep
+ *     their squared norm below 10^37).
  */
 static void undecided_rows(int64_t n, int64_t d, float *q, float *b)
 {
+	rng_state = TESTDATA_SEED;     /* the same rows wherever it runs */
 	for (int64_t i = 0; i < n * d; i++) {
 		q[i] = (float)rng_gauss();
 		b[i] = (float)rng_gauss();
 	}
 	for (int64_t i = 0; i < n; i++) {
 		float *qr = q + i * d, *br = b + i * d;
-		double scale = pow(10.0, -20.0 + 38.0 * rng_unit());
+		double scale = pow(10.0, -20.0 + 37.0 * rng_unit());
 		float a = (float)(1.0 + rng_unit());
 		double h = 0x1p-24, e = (double)(i % 3 - 1) * 0x1p-40;
 		float sc = ldexpf(1.0f, (int)(i % 117) - 60);
@@ -939,9 +942,11 @@ static void undecided_rows(int64_t n, int64_t d, float *q, float *b)
 		default:        /* any magnitude */
 			for (int64_t j = 0; j < d; j++) {
 				qr[j] = (float)(qr[j] * scale);
-				br[j] = (float)(br[j] * pow(10.0, -20.0 + 38.0 *
+				br[j] = (float)(br[j] * pow(10.0, -20.0 + 37.0 *
 							   rng_unit()));
 			}
+			if (i % 8 == 3)
+				qr[i % d] = (float)(i % 16 == 3 ? 1e18 : -1e18);
 		}
 	}
 }

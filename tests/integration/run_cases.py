@@ -509,7 +509,7 @@ def case_small_shapes(ctx, ranks):
 # 32K gives 9-row base chunks, 4K 17-row query chunks of 1-row base chunks.
 # bytes above the least budget the planner accepts (the CPU's per-thread
 # tiles and two blocks of one row each)
-MATRIX_MEM_SPARES = (32768, 4096)
+MATRIX_MEM_SPARES = (65536, 16384)
 
 
 def _plan_chunks(ctx, nranks, argv):
