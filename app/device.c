@@ -309,7 +309,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
-	/* the matrix: one block written while a worker computes the next */
+	/* the matrix: two blocks, so that XJ_MATRIX_OVERLAP=1 (one written
+	 * while the worker thread computes the next) stays in the budget */
 	pin->out_blocks = 2;
 	pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 	if (pin->cmd == XJ_CMD_TOPK)

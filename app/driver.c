@@ -351,14 +351,13 @@ static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
 }
 
 /*
- * A backend whose matrix_start returns before the block is done (the CPU
- * on a worker thread, a GPU) gets two block buffers in turn: block i is
- * queued, block i - 1 is written while the backend computes block i, then
- * block i is waited for. Where matrix_start computes the block one buffer
- * does, and each block is written at once. XJ_MATRIX_OVERLAP=0 takes that
- * order on any backend (each block waited for, then written: the tests
- * cover both orders, and benchmarks measure what the overlap gains);
- * XJ_MATRIX_OVERLAP=1 takes the two-buffer order on any backend.
+ * A backend for which the overlap pays (matrix_async: a GPU) gets two
+ * block buffers in turn: block i is queued, block i - 1 is written while
+ * the backend computes block i, then block i is waited for. Otherwise
+ * (the CPU) one buffer does, and each block is written once computed.
+ * XJ_MATRIX_OVERLAP=1 takes the two-buffer order on any backend (the CPU
+ * computes on its worker thread meanwhile), XJ_MATRIX_OVERLAP=0 the
+ * one-buffer order: the tests cover both, benchmarks measure them.
  */
 int driver_matrix(xj_run *run, xj_status *st)
 {

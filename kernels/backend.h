@@ -27,11 +27,11 @@
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
  *
- * backend_matrix_block() does both at once. Both backends queue the
- * block (matrix_async: the CPU on a worker thread, the CUDA backend on
- * its streams); where matrix_start computes the block itself
- * (matrix_async = 0) one buffer does: the caller writes each block
- * before it starts the next.
+ * backend_matrix_block() does both at once. Where the overlap pays
+ * (matrix_async: the CUDA backend's streams) the caller takes two
+ * buffers; otherwise one does, and the caller writes each block before
+ * it starts the next (the CPU queues a large block on a worker thread
+ * all the same, which XJ_MATRIX_OVERLAP=1 puts to use).
  *
  * All row data are float32, row-major, exactly as read from the input (the
  * backend makes its own normalised copies for cosine). Results are canonical
@@ -99,7 +99,7 @@ struct xj_backend {
 	void (*block_free)(xj_backend *be, float *p);
 	void (*release)(xj_backend *be);   /* frees be itself too */
 	int matrix_async;      /* matrix_start returns before the block is
-				* done: worth a second block buffer */
+				* done, and a second block buffer pays */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
 	int64_t matrix_exact_pairs;  /* matrix pairs the GEMM's bound left
 				      * undecided, computed canonically */

@@ -158,7 +158,11 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.release = cpu_release;
 	c->be.gemm_flops = 0;
 	c->be.matrix_exact_pairs = 0;
-	c->be.matrix_async = 1;
+	/* matrix_start queues a large block on a worker thread, but the
+	 * driver's default stays one buffer, each block computed, then
+	 * written: on 2 cores the write starved beside the compute team
+	 * and the overlap measured slower (docs/performance.md) */
+	c->be.matrix_async = 0;
 	if (thread_alloc(c)) {
 		int64_t bytes = backend_cpu_work_bytes(cfg, 0, c->threads);
 

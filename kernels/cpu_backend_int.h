@@ -127,7 +127,8 @@ typedef struct cpu_backend {
 	double *mqq;       /* matrix: query squared norms */
 	double *mbb;       /* matrix: base squared norms */
 	/* the queued matrix block, computed by mthread until matrix_wait */
-	int mqueued;
+	int mqueued;       /* started, not yet waited for */
+	int mthreaded;     /* ... and computed by mthread */
 	pthread_t mthread;
 	xj_rows mq, mb;
 	float *mout;

@@ -14,9 +14,10 @@
  * doubles), MQ query rows at a time, 3d double FLOPs a pair (l2 family),
  * 2d (ip, cosine). 4 bytes written a pair.
  *
- * A block is computed by a worker thread, so that the driver writes the
- * block before meanwhile (matrix_async): now that computing costs less
- * than writing, the write is the bound.
+ * A large block is computed by a worker thread, so that a driver taking
+ * two buffers (XJ_MATRIX_OVERLAP=1) writes the block before meanwhile.
+ * On 2 cores that measured slower than computing, then writing (the
+ * write starves beside the compute team), so it is not the default.
  */
 #include "cpu_backend_int.h"
 
@@ -349,10 +350,12 @@ int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
 	c->mq = *q;
 	c->mb = *b;
 	c->mout = out;
-	if ((double)q->rows * (double)b->rows * (double)d >= WORKER_MIN &&
-	    pthread_create(&c->mthread, NULL, matrix_worker, c) == 0)
-		c->mqueued = 1;
-	else
+	/* queued until matrix_wait, wherever it was computed */
+	c->mqueued = 1;
+	c->mthreaded = (double)q->rows * (double)b->rows * (double)d >=
+		       WORKER_MIN &&
+		       pthread_create(&c->mthread, NULL, matrix_worker, c) == 0;
+	if (!c->mthreaded)
 		matrix_compute(c, q, b, out);   /* small, or no thread */
 	return XJ_OK;
 }
@@ -362,9 +365,9 @@ int cpu_matrix_wait(xj_backend *be, xj_status *st)
 	cpu_backend *c = cpu_of(be);
 
 	(void)st;
-	if (c->mqueued)
+	if (c->mqueued && c->mthreaded)
 		pthread_join(c->mthread, NULL);
-	c->mqueued = 0;
+	c->mqueued = c->mthreaded = 0;
 	return XJ_OK;
 }
 

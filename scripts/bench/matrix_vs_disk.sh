@@ -19,7 +19,9 @@
 #
 # Usage: scripts/bench/matrix_vs_disk.sh [--queries N] [--rows M] [--dim D]
 #                                        [--metric METRIC] [--reps R]
-#   default 5,000 x 40,000 x 128, l2 (800 MB a matrix), 2 reps.
+#                                        [--no-cdist]
+#   default 5,000 x 40,000 x 128, l2 (800 MB a matrix), 2 reps;
+#   --no-cdist leaves the SciPy peer out (it takes minutes on 2 cores).
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench: the
 #   folder written to; outputs are deleted after each run), THREADS (2).
 # Needs: Debian's python3-h5py, python3-numpy, python3-scipy.
@@ -36,6 +38,7 @@ rows=40000
 dim=128
 metric=l2
 reps=2
+tools="dd xjoin xjoin-seq cdist"
 
 die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
 
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
 	--dim) dim=$2; shift ;;
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
+	--no-cdist) tools="dd xjoin xjoin-seq" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -141,14 +145,14 @@ for _ in $(seq "$reps"); do
 	run_dd
 	run_xjoin xjoin 1
 	run_xjoin xjoin-seq 0
-	run_cdist
+	case $tools in *cdist*) run_cdist ;; esac
 done
 rm -f "$work/mvd-report.json"
 
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| %-9s | %9s | %6s | %9s | %s\n' tool seconds "GB/s" "of dd" phases
 printf '| %-9s | %9s | %6s | %9s | %s\n' ---- ------- ---- ----- ------
-for tool in dd xjoin xjoin-seq cdist; do
+for tool in $tools; do
 	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]}" \
 		-v n=$bytes -v x="${extra[$tool]}" 'BEGIN {
 		printf "| %-9s | %9.2f | %6.3f | %8.0f%% | %s\n", t, s,

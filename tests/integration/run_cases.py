@@ -554,13 +554,13 @@ def case_matrix(ctx, ranks):
             argv = ["matrix", "-q", f, "-b", f, "-m", metric]
             limits = [["--mem-limit", x] for x in
                       tight_budget(ctx, nranks, argv, MATRIX_MEM_SPARES)]
-            # each block written once computed, not while the next is
-            # computed (the default order)
-            os.environ["XJ_MATRIX_OVERLAP"] = "0"
+            # the GPU's block order (each block written while the next
+            # is computed, on the CPU by its worker thread)
+            os.environ["XJ_MATRIX_OVERLAP"] = "1"
             try:
                 ctx.result(nranks, argv + ["--chunk-rows", 3],
                            ctx.path("out.h5"), ref, "np%d matrix %s "
-                           "--chunk-rows 3, XJ_MATRIX_OVERLAP=0"
+                           "--chunk-rows 3, XJ_MATRIX_OVERLAP=1"
                            % (nranks, metric))
             finally:
                 del os.environ["XJ_MATRIX_OVERLAP"]
@@ -1272,11 +1272,10 @@ def _resume_matrix(ctx):
     ctx.check(rc == 5, "matrix SIGTERM: exit %s, expected 5" % rc)
     if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
         ctx.check(_same_results(ref, out), "resumed matrix differs")
-    # again with each block written as soon as it is computed (the
-    # default order, above, writes the last block of a query round
-    # during the next round's first block)
+    # again in the GPU's block order, where the last block of a query
+    # round is written during the next round's first block
     os.unlink(out)
-    os.environ["XJ_MATRIX_OVERLAP"] = "0"
+    os.environ["XJ_MATRIX_OVERLAP"] = "1"
     try:
         p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
                                                  "--checkpoint-seconds", 0,
@@ -1287,13 +1286,13 @@ def _resume_matrix(ctx):
         for pid in kids:
             os.kill(pid, signal.SIGTERM)
         rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
-        ctx.check(rc == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=0: exit %s, "
+        ctx.check(rc == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit %s, "
                   "expected 5" % rc)
         # other chunks (few: each block is one collective write)
         if ctx.run_ok(2, job + ["--resume", "--chunk-rows", 96, "-o", out],
-                      "matrix --resume, XJ_MATRIX_OVERLAP=0"):
+                      "matrix --resume, XJ_MATRIX_OVERLAP=1"):
             ctx.check(_same_results(ref, out), "resumed matrix differs "
-                      "(XJ_MATRIX_OVERLAP=0)")
+                      "(XJ_MATRIX_OVERLAP=1)")
     finally:
         del os.environ["XJ_MATRIX_OVERLAP"]
 
