@@ -5,10 +5,11 @@
 # Runs, interleaved, REPS times each (best kept), all writing to one folder:
 #   dd        dd if=/dev/zero bs=16M conv=fdatasync of the matrix's byte
 #             count: the file system's sequential write rate, the bound
-#   xjoin     xjoin matrix (one rank, THREADS threads): compute overlapped
-#             with the writes (the default)
-#   xjoin-seq the same with XJ_MATRIX_OVERLAP=0: each block computed, then
-#             written (what the overlap gains)
+#   xjoin     xjoin matrix (one rank, THREADS threads) with
+#             XJ_MATRIX_OVERLAP=1: a worker thread computes block i + 1
+#             while block i is written
+#   xjoin-seq the same with XJ_MATRIX_OVERLAP=0, the CPU's default: each
+#             block computed, then written
 #   cdist     SciPy cdist per block of 1024 query rows + an h5py write
 #             (matrix_cdist.py): the approach users start from
 # Every run ends with its data on disk (fdatasync, MPI_File_sync, fsync).
