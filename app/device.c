@@ -344,17 +344,19 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Plan with the CPU backend's work bytes for topk. */
+/* Plan with the CPU backend's work bytes (its per-thread tiles, for the
+ * matrix too). */
 static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
-	pin->out_blocks = 1;    /* matrix_start computes the block */
-	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE) {
-		pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
+	/* the matrix: two blocks, so that XJ_MATRIX_OVERLAP=1 (one written
+	 * while the worker thread computes the next) stays in the budget */
+	pin->out_blocks = 2;
+	pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
+	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE)
 		pin->work_per_qrow_bytes =
 			backend_cpu_work_bytes(cfg, 1, threads) -
 			pin->work_fixed_bytes;
-	}
 	return plan_make(pin, out, st);
 }
 

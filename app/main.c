@@ -644,6 +644,8 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		unlink(run.prog.path);   /* the result is complete */
 	if (c->rank == 0 && (run.prog.saved || run.prog.lists_written))
 		snapshot_remove(&run.prog);
+	/* attributes, close and rename since the driver's last phase */
+	report_add(&rep, PH_WRITE, &rep.t_mark);
 	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
 	run.be->release(run.be);
 	driver_release(&run);

@@ -62,7 +62,8 @@ typedef struct plan_in {
 	int64_t work_per_qrow_bytes; /* backend bytes per query row */
 	int out_blocks;            /* matrix output blocks held at once: 2
 				    * where one is computed while the other
-				    * is written (GPU), else 1 (0 means 1) */
+				    * is written (both backends), else 1 (0
+				    * means 1) */
 } plan_in;
 
 typedef struct plan {

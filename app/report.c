@@ -24,7 +24,7 @@ void report_init(xj_report *r, int progress, int64_t units_total)
 	double t = r->t_start;
 
 	memset(r, 0, sizeof(*r));
-	r->t_start = t ? t : report_now();
+	r->t_start = t;     /* MPI_Wtime() may start at 0: no "unset" value */
 	r->progress = progress;
 	r->units_total = units_total;
 	r->t_last_print = report_now();
@@ -36,6 +36,7 @@ void report_add(xj_report *r, xj_phase ph, double *t0)
 
 	r->phase_s[ph] += t - *t0;
 	*t0 = t;
+	r->t_mark = t;
 }
 
 static void fmt_hms(char *buf, size_t size, double s)
@@ -118,10 +119,25 @@ static void json_merge(FILE *f, const xj_job *job, const plan *p,
 	fprintf(f, "]},\n");
 }
 
+/* What the final report prints, gathered on rank 0. */
+typedef struct final_sums {
+	double ph[PH_COUNT];    /* the slowest rank's phases */
+	double other;           /* its time no phase holds */
+	double total;           /* its total */
+	double flops;           /* over all ranks */
+	double written;         /* bytes of results, over all ranks */
+	double rescored;        /* candidates rescored, over all ranks */
+} final_sums;
+
+/* Per second: x over s seconds, 0 when s is 0. */
+static double rate(double x, double s)
+{
+	return s > 0 ? x / s : 0.0;
+}
+
 static void write_json(const char *path, const xj_job *job, const plan *p,
-		       const char *backend, const double *ph, double total,
-		       double flops, double rescored, const int64_t *bytes,
-		       int nranks)
+		       const char *backend, const final_sums *fs,
+		       const int64_t *bytes, int nranks)
 {
 	FILE *f = fopen(path, "w");
 
@@ -142,26 +158,58 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	fprintf(f, "  \"phase_seconds\": {");
 	for (int i = 0; i < PH_COUNT; i++)
 		fprintf(f, "%s\"%s\": %.6f", i ? ", " : "", phase_names[i],
-			ph[i]);
-	fprintf(f, "},\n  \"total_seconds\": %.6f,\n", total);
+			fs->ph[i]);
+	fprintf(f, ", \"other\": %.6f},\n  \"total_seconds\": %.6f,\n",
+		fs->other, fs->total);
 	json_merge(f, job, p, bytes, nranks);
-	fprintf(f, "  \"gemm_flops\": %.6g,\n", flops);
+	fprintf(f, "  \"gemm_flops\": %.6g,\n", fs->flops);
 	if (job->command == XJ_CMD_TOPK)
 		fprintf(f, "  \"precision\": \"%s\", "
 			"\"rescored_per_query\": %.3f,\n",
 			precision_name(job->precision),
-			job->n > 0 ? rescored / (double)job->n : 0.0);
+			job->n > 0 ? fs->rescored / (double)job->n : 0.0);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
-		total > 0 ? flops / total * 1e-9 : 0.0);
-	fprintf(f, "  \"gflops_compute\": %.3f\n}\n",
-		ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+		rate(fs->flops, fs->total) * 1e-9);
+	fprintf(f, "  \"gflops_compute\": %.3f,\n",
+		rate(fs->flops, fs->ph[PH_COMPUTE]) * 1e-9);
+	fprintf(f, "  \"bytes_written\": %.0f,\n", fs->written);
+	fprintf(f, "  \"gbps_written_total\": %.6g,\n",
+		rate(fs->written, fs->total) * 1e-9);
+	fprintf(f, "  \"gbps_written_write\": %.6g\n}\n",
+		rate(fs->written, fs->ph[PH_WRITE]) * 1e-9);
 	fclose(f);
+}
+
+/* The slowest rank's phases (sent to rank 0), and the sums over all
+ * ranks. Per-phase maxima over ranks would not add up to any rank's
+ * total. */
+static void gather_final(const xj_report *r, const xj_comm *c,
+			 final_sums *f)
+{
+	struct { double s; int rank; } mine = { r->total_s, c->rank }, slow;
+	double w = (double)r->write_bytes, sum = 0;
+
+	memcpy(f->ph, r->phase_s, sizeof(f->ph));
+	MPI_CHECK(MPI_Allreduce(&mine, &slow, 1, MPI_DOUBLE_INT, MPI_MAXLOC,
+				c->world));
+	MPI_CHECK(MPI_Bcast(f->ph, PH_COUNT, MPI_DOUBLE, slow.rank,
+			    c->world));
+	MPI_CHECK(MPI_Reduce(&r->gemm_flops, &f->flops, 1, MPI_DOUBLE,
+			     MPI_SUM, 0, c->world));
+	MPI_CHECK(MPI_Reduce(&w, &f->written, 1, MPI_DOUBLE, MPI_SUM, 0,
+			     c->world));
+	MPI_CHECK(MPI_Reduce(&r->rescored_pairs, &f->rescored, 1, MPI_DOUBLE,
+			     MPI_SUM, 0, c->world));
+	f->total = slow.s;
+	for (int i = 0; i < PH_COUNT; i++)
+		sum += f->ph[i];
+	f->other = f->total - sum;
 }
 
 void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		  const plan *p, const char *backend, const char *json_path)
 {
-	double ph[PH_COUNT], flops = 0, total, rescored = 0;
+	final_sums f;
 	int64_t mine[2] = { r->merge_sent_bytes, r->merge_recv_bytes };
 	int64_t *bytes = NULL;
 
@@ -171,38 +219,36 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		xj_abort(XJ_EXIT_RESOURCE, "out of memory for the report");
 	MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, bytes, 2, MPI_INT64_T, 0,
 			     c->world));
-	MPI_CHECK(MPI_Reduce(r->phase_s, ph, PH_COUNT, MPI_DOUBLE, MPI_MAX, 0,
-			     c->world));
-	MPI_CHECK(MPI_Reduce(&r->gemm_flops, &flops, 1, MPI_DOUBLE, MPI_SUM, 0,
-			     c->world));
-	MPI_CHECK(MPI_Reduce(&r->total_s, &total, 1, MPI_DOUBLE, MPI_MAX, 0,
-			     c->world));
-	MPI_CHECK(MPI_Reduce(&r->rescored_pairs, &rescored, 1, MPI_DOUBLE,
-			     MPI_SUM, 0, c->world));
+	gather_final(r, c, &f);
 	if (c->rank != 0)
 		return;
-	printf("# results (seconds are the slowest rank's; GFLOP/s over "
-	       "all ranks)\n");
+	printf("# results (the phases of the slowest rank, adding up to its "
+	       "total; FLOPs and bytes over all ranks)\n");
 	printf("| %-10s | %12s |\n", "phase", "seconds");
 	printf("| %-10s | %12s |\n", "-----", "-------");
 	for (int i = 0; i < PH_COUNT; i++)
-		printf("| %-10s | %12.3f |\n", phase_names[i], ph[i]);
-	printf("| %-10s | %12.3f |\n", "total", total);
-	printf("# GEMM %.3g FLOP: %.1f GFLOP/s end to end, %.1f GFLOP/s in "
-	       "the compute phase\n", flops,
-	       total > 0 ? flops / total * 1e-9 : 0.0,
-	       ph[PH_COMPUTE] > 0 ? flops / ph[PH_COMPUTE] * 1e-9 : 0.0);
+		printf("| %-10s | %12.3f |\n", phase_names[i], f.ph[i]);
+	printf("| %-10s | %12.3f |\n", "other", f.other);
+	printf("| %-10s | %12.3f |\n", "total", f.total);
+	printf("# %s %.3g FLOP: %.1f GFLOP/s end to end, %.1f GFLOP/s in "
+	       "the compute phase\n", job->command == XJ_CMD_MATRIX ?
+	       "matrix" : "GEMM", f.flops, rate(f.flops, f.total) * 1e-9,
+	       rate(f.flops, f.ph[PH_COMPUTE]) * 1e-9);
+	if (job->command == XJ_CMD_MATRIX)
+		printf("# written %.3g bytes: %.3f GB/s end to end, %.3f GB/s "
+		       "in the write phase\n", f.written,
+		       rate(f.written, f.total) * 1e-9,
+		       rate(f.written, f.ph[PH_WRITE]) * 1e-9);
 	/* the price of a lower precision's wider bound (CPU backend) */
-	if (job->command == XJ_CMD_TOPK && rescored > 0)
+	if (job->command == XJ_CMD_TOPK && f.rescored > 0)
 		printf("# candidates rescored: %.1f per query (%s GEMM, k = %"
-		       PRId64 ")\n", rescored / (double)job->n,
+		       PRId64 ")\n", f.rescored / (double)job->n,
 		       precision_name(job->precision), job->k);
 	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
 	       job->command == XJ_CMD_RANGE ? "range" : "topk", job->output);
 	fflush(stdout);
 	if (json_path && json_path[0])
-		write_json(json_path, job, p, backend, ph, total, flops,
-			   rescored, bytes, c->nranks);
+		write_json(json_path, job, p, backend, &f, bytes, c->nranks);
 	free(bytes);
 }

@@ -16,7 +16,9 @@
  * With a device transport (NCCL), topk_end_merged replaces topk_end and
  * exchange_topk_reduce_scatter: the lists never leave the GPU before the merge.
  *
- * For the matrix it computes blocks of canonical values, one queued at a
+ * For the matrix it computes blocks of canonical values (every value the
+ * bits of metric_key(); how is the backend's: a double GEMM verified by
+ * its error bound, metric.h), one queued at a
  * time, so that the caller writes block i while the backend computes
  * block i + 1:
  *
@@ -24,6 +26,12 @@
  *   be->matrix_start(be, &q, &b, out, st);   // out: q.rows x b.rows
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
+ *
+ * backend_matrix_block() does both at once. Where the overlap pays
+ * (matrix_async: the CUDA backend's streams) the caller takes two
+ * buffers; otherwise one does, and the caller writes each block before
+ * it starts the next (the CPU queues a large block on a worker thread
+ * all the same, which XJ_MATRIX_OVERLAP=1 puts to use).
  *
  * For the range join it collects every pair within the threshold of a
  * query chunk against everything streamed, each row sorted by (value,
@@ -35,10 +43,6 @@
  *   be->range_take(be, idx, val, st);       // sum(count) pairs, row order
  *
  * range_begin may be NULL: the backend offers no range join.
- *
- * backend_matrix_block() does both at once. Where matrix_start computes
- * the block itself (the CPU backend, matrix_async = 0) one buffer does:
- * the caller writes each block before it starts the next.
  *
  * All row data are float32, row-major, exactly as read from the input (the
  * backend makes its own normalised copies for cosine). Results are canonical
@@ -93,11 +97,11 @@ struct xj_backend {
 			       float *key, int64_t *idx, int64_t *out_row0,
 			       int64_t *out_rows, xj_status *st);
 	/* Queue the block q x b into out (q.rows x b.rows floats). The
-	 * rows of q and b may be reused when it returns; out must be left
-	 * alone until matrix_wait returns. One block at most is queued: a
+	 * rows of q and b, and out, must be left alone until matrix_wait
+	 * returns (the CPU reads the rows while it computes). One block at most is queued: a
 	 * started block is waited for, whatever happens, before out is
 	 * freed or another block starts. An error of the queued work comes
-	 * from matrix_wait. The CPU backend computes the block here. */
+	 * from matrix_wait. */
 	int (*matrix_start)(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			    float *out, xj_status *st);
 	int (*matrix_wait)(xj_backend *be, xj_status *st);
@@ -118,10 +122,12 @@ struct xj_backend {
 	int (*range_take)(xj_backend *be, int64_t *idx, float *val,
 			  xj_status *st);
 	int matrix_async;      /* matrix_start returns before the block is
-				* done (CUDA): worth a second block buffer */
+				* done, and a second block buffer pays */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
 	double rescored_pairs; /* candidate pairs rescored so far (CPU; 0 where
 				* a backend does not count them) */
+	int64_t matrix_exact_pairs;  /* matrix pairs the GEMM's bound left
+				      * undecided, computed canonically */
 };
 
 /* One matrix block, computed when it returns. */

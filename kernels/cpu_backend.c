@@ -3,7 +3,7 @@
  * the vtable, per-thread tiles, the working-memory formula and the
  * allocation helpers of its files. The work is elsewhere: cpu_topk.c
  * (float32 GEMM candidates + canonical rescoring), cpu_matrix.c
- * (vectorised canonical scores), cpu_rows.c (row norms); what they share
+ * (double GEMM values verified by their bound), cpu_rows.c (row norms); what they share
  * is in cpu_backend_int.h.
  */
 #include "backend.h"
@@ -55,12 +55,17 @@ static void cpu_release(xj_backend *be)
 
 	if (!c)
 		return;
+	cpu_matrix_wait(be, NULL);     /* a queued block writes to its out */
 	for (int t = 0; c->th && t < c->threads; t++) {
 		free(c->th[t].g);
 		free(c->th[t].cands);
 		free(c->th[t].vals);
 		free(c->th[t].bt);
 		free(c->th[t].qpad);
+		free(c->th[t].qd);
+		free(c->th[t].bd);
+		free(c->th[t].gd);
+		free(c->th[t].amb);
 	}
 	free(c->th);
 	cpu_range_free(c);
@@ -98,7 +103,12 @@ static int thread_alloc(cpu_backend *c)
 				  sizeof(float));
 		th->bt = cpu_alloc_aligned((size_t)(d * MW) * sizeof(double));
 		th->qpad = cpu_alloc_aligned((size_t)(d * MQ) * sizeof(float));
-		if (!th->g || !th->cands || !th->vals || !th->bt || !th->qpad)
+		th->qd = cpu_alloc_aligned((size_t)(MTQ * d) * sizeof(double));
+		th->bd = cpu_alloc_aligned((size_t)(TB * d) * sizeof(double));
+		th->gd = cpu_alloc_aligned((size_t)MTQ * TB * sizeof(double));
+		th->amb = malloc((size_t)MTQ * TB);
+		if (!th->g || !th->cands || !th->vals || !th->bt ||
+		    !th->qpad || !th->qd || !th->bd || !th->gd || !th->amb)
 			return -1;
 	}
 	return 0;
@@ -182,6 +192,12 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.release = cpu_release;
 	c->be.gemm_flops = 0;
 	c->be.rescored_pairs = 0;
+	c->be.matrix_exact_pairs = 0;
+	/* matrix_start queues a large block on a worker thread, but the
+	 * driver's default stays one buffer, each block computed, then
+	 * written: on 2 cores the write starved beside the compute team
+	 * and the overlap measured slower (docs/performance.md) */
+	c->be.matrix_async = 0;
 	if (thread_alloc(c)) {
 		int64_t bytes = backend_cpu_work_bytes(cfg, 0, c->threads);
 
@@ -200,6 +216,8 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *   per thread   TQ_MAX*TB*4 (G tile, 1 MiB) + 16 cap (rescored
  *                candidates) + 8 (k + cap) (key bounds) + 8 d MW
  *                (matrix block) + 4 d MQ (matrix query rows)
+ *                + 8 d (MTQ + TB) (matrix rows in double) + 9 MTQ*TB
+ *                (dgemm tile and its undecided pairs)
  *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
  *                (count) + 16 (pending counts) + 12 k (exact list) +
  *                16 cap (pending pairs)
@@ -224,7 +242,8 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 	int t = threads_of(cfg, threads);
 
 	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * (k + cap) + 8 * d * MW +
-		     4 * d * MQ + 5 * ALIGN_BYTES;
+		     4 * d * MQ + 8 * d * (MTQ + TB) + 9 * (int64_t)MTQ * TB +
+		     8 * ALIGN_BYTES;
 	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||

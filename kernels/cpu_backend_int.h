@@ -12,7 +12,8 @@
  *                  float norms, normalised copies, bad rows
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
- *   cpu_matrix.c   matrix blocks of canonical values
+ *   cpu_matrix.c   matrix blocks: dgemm values verified by their
+ *                  bound, canonical ones where it does not decide
  *   cpu_range.c    range join: the top-k's GEMM tiles and gate, every
  *                  pair within the threshold kept
  *   cpu_gemm.c     top-k's candidate GEMM through oneDNN (cpu_gemm.h)
@@ -26,6 +27,7 @@
 #define XJ_CPU_BACKEND_INT_H
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +44,8 @@
 #define TB 512          /* base rows per GEMM sub-tile */
 #define MW 16           /* base rows per vector block (lanes) */
 #define MQ 4            /* matrix: query rows per pass */
+#define MTQ 256         /* matrix: query rows per dgemm item (x TB base
+			 * rows: a 1 MiB double tile, as the float one) */
 /* Below this many row elements (or 4x as many pair-dimension products)
  * a thread team costs more than it saves. */
 #define PAR_MIN_ELEMS (1 << 16)
@@ -85,6 +89,9 @@ typedef struct cpu_thread {
 	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
+	double *qd, *bd;   /* matrix: MTQ x d, TB x d rows in double */
+	double *gd;        /* matrix: MTQ x TB dgemm tile */
+	unsigned char *amb;  /* matrix: MTQ x TB, pairs left undecided */
 	double flops;
 	double rescored;   /* pairs rescored (candidates) */
 } cpu_thread;
@@ -130,6 +137,12 @@ typedef struct cpu_backend {
 	double *mqq;       /* matrix: query squared norms */
 	double *mbb;       /* matrix: base squared norms */
 	struct cpu_range *range;   /* range join state (cpu_range.c) */
+	/* the queued matrix block, computed by mthread until matrix_wait */
+	int mqueued;       /* started, not yet waited for */
+	int mthreaded;     /* ... and computed by mthread */
+	pthread_t mthread;
+	xj_rows mq, mb;
+	float *mout;
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(xj_backend *be)

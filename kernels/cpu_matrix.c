@@ -1,21 +1,43 @@
 /*
  * cpu_matrix.c: matrix blocks on the CPU backend.
  *
- * Matrix. Canonical values for every pair, computed as metric_key() does:
- * one SIMD lane per base row, accumulating over the dimension in index
- * order (MW base rows transposed to doubles), MQ query rows at a time for
- * independent dependency chains. 3d double FLOPs per pair (l2 family), 2d
- * (ip, cosine); 4 bytes written per pair.
+ * Propose and verify (metric.h, "Exact values from a double GEMM"). A
+ * work item is MTQ query rows x TB base rows: both widened to double, one
+ * cblas_dgemm gives every pair's dot product (2d FLOPs a pair), and the
+ * error bound decides the canonical key of almost every pair (a few
+ * FLOPs and two roundings a pair). The pairs it leaves undecided (near
+ * a float32 rounding boundary, near-duplicate rows under l2) are
+ * computed canonically: one at a time by metric_key() when few, or the
+ * whole item by the vector kernel below when many (rows far from the
+ * origin with small spreads): one SIMD lane per base row, accumulating
+ * over the dimension in index order (MW base rows transposed to
+ * doubles), MQ query rows at a time, 3d double FLOPs a pair (l2 family),
+ * 2d (ip, cosine). 4 bytes written a pair.
+ *
+ * A large block is computed by a worker thread, so that a driver taking
+ * two buffers (XJ_MATRIX_OVERLAP=1) writes the block before meanwhile.
+ * On 2 cores that measured slower than computing, then writing (the
+ * write starves beside the compute team), so it is not the default.
  */
 #include "cpu_backend_int.h"
 
+#include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "metric.h"
 
-#define MQT 64          /* matrix: query rows per work item */
+/* An item with more than 1 / LANES_SHARE of its pairs undecided is
+ * computed whole by the vector kernel: metric_key() alone costs about
+ * 20 times as much a pair (one dependency chain). */
+#define LANES_SHARE 16
+/* A block of fewer pair-dimensions than this (about a millisecond of
+ * dgemm) is computed in matrix_start: a worker thread would cost more,
+ * far more on a loaded machine, where each start waits for a time slice
+ * (--chunk-rows 3 under two ranks took 5 times as long). */
+#define WORKER_MIN ((double)(1 << 24))
 
 /* ---- canonical scores, one SIMD lane per base row ------------------- */
 
@@ -97,7 +119,7 @@ static void lanes_load(const float *bx, int64_t d, int64_t j0, int64_t nw,
 
 /* Query rows [i0, i1) against base rows [j0, j0 + nw): MQ rows per kernel
  * call, the last group padded with zero rows (computed, not stored). */
-static void mat_item(cpu_backend *c, cpu_thread *t, const xj_rows *q,
+static void lanes_item(cpu_backend *c, cpu_thread *t, const xj_rows *q,
 		     const xj_rows *b, int64_t i0, int64_t i1, int64_t j0,
 		     int64_t nw, float *out)
 {
@@ -131,6 +153,117 @@ static void mat_item(cpu_backend *c, cpu_thread *t, const xj_rows *q,
 	}
 }
 
+/* ---- propose and verify ----------------------------------------------- */
+
+static void widen(const float *x, int64_t n, double *y)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i];
+}
+
+/*
+ * One query row (canonical squared norm qq) against nb base rows, from
+ * their dot products p: o[w] gets the value wherever the bound decides
+ * it, amb[w] says where it does not. Returns how many it does not. The
+ * keys of the interval's ends are compared bit for bit (-0 is not +0).
+ * Inlined with a constant metric, so that the loop has no branch and
+ * vectorises (this file is built with -fno-math-errno: sqrt() without
+ * the errno branch, the same correctly rounded result).
+ */
+static inline __attribute__((always_inline)) int64_t
+verify_row_of(xj_metric m, int64_t d, const double *p, int64_t nb, double qq,
+	      const double *bb, float *o, unsigned char *amb)
+{
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	int64_t n = 0;
+
+	for (int64_t w = 0; w < nb; w++) {
+		double x, e, lo, hi;
+		float klo, khi;
+		uint32_t a, z;
+
+		if (sq) {
+			x = qq + bb[w] - 2.0 * p[w];
+			e = metric_sqdist_err(d, x, qq, bb[w]);
+		} else {
+			x = p[w];
+			e = metric_dot_err(d, x, qq, bb[w]);
+		}
+		/* lo < 0 (l2: sqrt gives NaN) leaves the pair undecided,
+		 * as it would be anyway: its interval holds 0 */
+		lo = x - e;
+		hi = x + e;
+		klo = lanes_key(m, lo, qq, bb[w]);
+		khi = lanes_key(m, hi, qq, bb[w]);
+		memcpy(&a, &klo, sizeof(a));
+		memcpy(&z, &khi, sizeof(z));
+		amb[w] = a != z;
+		n += a != z;
+		o[w] = m == XJ_METRIC_IP ? -klo : klo;
+	}
+	return n;
+}
+
+XJ_CLONES
+static int64_t verify_row(xj_metric m, int64_t d, const double *p,
+			  int64_t nb, double qq, const double *bb, float *o,
+			  unsigned char *amb)
+{
+	switch (m) {
+	case XJ_METRIC_L2:
+		return verify_row_of(XJ_METRIC_L2, d, p, nb, qq, bb, o, amb);
+	case XJ_METRIC_SQEUCLIDEAN:
+		return verify_row_of(XJ_METRIC_SQEUCLIDEAN, d, p, nb, qq, bb,
+				     o, amb);
+	case XJ_METRIC_IP:
+		return verify_row_of(XJ_METRIC_IP, d, p, nb, qq, bb, o, amb);
+	case XJ_METRIC_COSINE:
+		return verify_row_of(XJ_METRIC_COSINE, d, p, nb, qq, bb, o,
+				     amb);
+	}
+	for (int64_t w = 0; w < nb; w++)
+		amb[w] = 1;     /* not reached: every pair canonically */
+	return nb;
+}
+
+/* Query rows [i0, i1) against base rows [j0, j1) into out (stride
+ * b->rows). Returns the pairs computed canonically. */
+static int64_t gemm_item(cpu_backend *c, cpu_thread *t, const xj_rows *q,
+			 const xj_rows *b, int64_t i0, int64_t i1, int64_t j0,
+			 int64_t j1, float *out)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, tq = i1 - i0, nb = j1 - j0, amb = 0;
+
+	widen(q->x + i0 * d, tq * d, t->qd);
+	widen(b->x + j0 * d, nb * d, t->bd);
+	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tq, (int)nb,
+		    (int)d, 1.0, t->qd, (int)d, t->bd, (int)d, 0.0, t->gd,
+		    (int)nb);
+	for (int64_t r = 0; r < tq; r++)
+		amb += verify_row(m, d, t->gd + r * nb, nb, c->mqq[i0 + r],
+				  c->mbb + j0, out + (i0 + r) * b->rows + j0,
+				  t->amb + r * nb);
+	if (amb * LANES_SHARE > tq * nb) {
+		for (int64_t j = j0; j < j1; j += MW)
+			lanes_item(c, t, q, b, i0, i1, j,
+				   j1 - j < MW ? j1 - j : MW, out);
+		return tq * nb;
+	}
+	for (int64_t r = 0; amb && r < tq; r++)
+		for (int64_t w = 0; w < nb; w++) {
+			const float *qr = q->x + (i0 + r) * d;
+			const float *br = b->x + (j0 + w) * d;
+
+			if (!t->amb[r * nb + w])
+				continue;
+			out[(i0 + r) * b->rows + j0 + w] =
+				metric_key_to_value(m, metric_key(m, qr, br, d,
+					c->mqq[i0 + r], c->mbb[j0 + w]));
+		}
+	return amb;
+}
+
 /* Grow *p to hold rows doubles. */
 static int grow_doubles(double **p, int64_t *have, int64_t rows,
 			const char *what, xj_status *st)
@@ -146,15 +279,58 @@ static int grow_doubles(double **p, int64_t *have, int64_t rows,
 	return XJ_OK;
 }
 
-/* The block is computed here: matrix_wait has nothing to wait for. */
+/* The block q x b into out, rows prepared: matrix_start's work, on the
+ * worker thread (or the caller's where none could start). */
+static void matrix_compute(cpu_backend *c, const xj_rows *q,
+			   const xj_rows *b, float *out)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, exact = 0;
+	int64_t nqt = (q->rows + MTQ - 1) / MTQ, nbt = (b->rows + TB - 1) / TB;
+
+#pragma omp parallel for collapse(2) schedule(static) \
+	num_threads(c->threads) reduction(+ : exact) \
+	if (nqt * nbt > 1 && (double)q->rows * b->rows * d >= PAR_MIN_ELEMS)
+	for (int64_t it = 0; it < nqt; it++) {
+		for (int64_t jt = 0; jt < nbt; jt++) {
+			cpu_thread *t = &c->th[omp_get_thread_num()];
+			int64_t i0 = it * MTQ, j0 = jt * TB;
+			int64_t i1 = i0 + MTQ < q->rows ? i0 + MTQ : q->rows;
+			int64_t j1 = j0 + TB < b->rows ? j0 + TB : b->rows;
+
+			exact += gemm_item(c, t, q, b, i0, i1, j0, j1, out);
+		}
+	}
+	/* the GEMM, and the canonical pairs at 3d (l2 family) or 2d */
+	c->be.gemm_flops += 2.0 * (double)d * (double)q->rows *
+			    (double)b->rows +
+			    (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ?
+			     3.0 : 2.0) * (double)d * (double)exact;
+	c->be.matrix_exact_pairs += exact;
+}
+
+static void *matrix_worker(void *arg)
+{
+	cpu_backend *c = arg;
+
+	matrix_compute(c, &c->mq, &c->mb, c->mout);
+	return NULL;
+}
+
+/* Rows checked and their norms taken here; the block is computed by a
+ * worker thread (its own OpenMP team) while the caller writes the block
+ * before, and matrix_wait joins it (a small block is computed here).
+ * Nothing in the worker can fail. */
 int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
 		     float *out, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
 	xj_metric m = c->cfg.metric;
-	int64_t d = c->cfg.d;
-	int64_t nqt, nbt, bad;
+	int64_t d = c->cfg.d, bad;
 
+	if (c->mqueued)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: matrix_start with a block queued");
 	if (cpu_check_rows_arg(c, q, "query", st) ||
 	    cpu_check_rows_arg(c, b, "base", st))
 		return st->code;
@@ -171,28 +347,27 @@ int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
 			       c->threads);
 	if (bad >= 0)
 		return cpu_bad_row(m, b->x, d, bad, b->first_row, st);
-	nqt = (q->rows + MQT - 1) / MQT;
-	nbt = (b->rows + MW - 1) / MW;
-#pragma omp parallel for collapse(2) schedule(static) \
-	num_threads(c->threads) \
-	if (nqt * nbt > 1 && (double)q->rows * b->rows * d >= PAR_MIN_ELEMS)
-	for (int64_t it = 0; it < nqt; it++) {
-		for (int64_t jt = 0; jt < nbt; jt++) {
-			cpu_thread *t = &c->th[omp_get_thread_num()];
-			int64_t i0 = it * MQT, j0 = jt * MW;
-			int64_t i1 = i0 + MQT < q->rows ? i0 + MQT : q->rows;
-			int64_t nw = b->rows - j0 < MW ? b->rows - j0 : MW;
-
-			mat_item(c, t, q, b, i0, i1, j0, nw, out);
-		}
-	}
+	c->mq = *q;
+	c->mb = *b;
+	c->mout = out;
+	/* queued until matrix_wait, wherever it was computed */
+	c->mqueued = 1;
+	c->mthreaded = (double)q->rows * (double)b->rows * (double)d >=
+		       WORKER_MIN &&
+		       pthread_create(&c->mthread, NULL, matrix_worker, c) == 0;
+	if (!c->mthreaded)
+		matrix_compute(c, q, b, out);   /* small, or no thread */
 	return XJ_OK;
 }
 
 int cpu_matrix_wait(xj_backend *be, xj_status *st)
 {
-	(void)be;
+	cpu_backend *c = cpu_of(be);
+
 	(void)st;
+	if (c->mqueued && c->mthreaded)
+		pthread_join(c->mthread, NULL);
+	c->mqueued = c->mthreaded = 0;
 	return XJ_OK;
 }
 

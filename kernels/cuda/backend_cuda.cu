@@ -370,6 +370,7 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->be.matrix_async = 1;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
+	c->be.matrix_exact_pairs = 0;
 	rc = cuda_setup(c, mem_fraction, st);
 	if (rc) {
 		cuda_release(&c->be);

@@ -96,6 +96,9 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 	c->qtag_first = q->first_row;
 	c->qtag_rows = nq;
 	c->mqueued = 1;
+	/* matrix.cuh's count: 3d FLOPs a pair (l2 family), 2d (ip, cosine) */
+	c->be.gemm_flops += (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ?
+			     3.0 : 2.0) * (double)d * (double)nq * (double)nb;
 	for (int64_t i0 = 0, t = 0; i0 < nq; i0 += XJ_CUDA_TQ) {
 		int tq = (int)MIN64(XJ_CUDA_TQ, nq - i0);
 

@@ -895,6 +895,109 @@ static void test_matrix(void)
 }
 
 /*
+ * Rows built to leave a double GEMM's value undecided (metric.h, "Exact
+ * values from a double GEMM"), n rows of d >= 4 in each of q and b:
+ *   - dot products on a float32 rounding boundary: q = (a, h, e, 0...)
+ *     with h half an ulp of a, against b's row (1, 1, 1, 0...), so that
+ *     q.b = a + h + e straddles the midpoint by e (0, or +-2^-40 a), at
+ *     scales 2^-60 to 2^56;
+ *   - duplicates and near-duplicates (one coordinate 1 ulp away), whose
+ *     l2 distance is all cancellation, at magnitudes up to 1e18;
+ *   - Gaussian rows of magnitudes 10^-20 to 10^17, one per row or one
+ *     per value, and rows holding a value of 10^18 (inputs must keep
+ *     their squared norm below 10^37).
+ */
+static void undecided_rows(int64_t n, int64_t d, float *q, float *b)
+{
+	rng_state = TESTDATA_SEED;     /* the same rows wherever it runs */
+	for (int64_t i = 0; i < n * d; i++) {
+		q[i] = (float)rng_gauss();
+		b[i] = (float)rng_gauss();
+	}
+	for (int64_t i = 0; i < n; i++) {
+		float *qr = q + i * d, *br = b + i * d;
+		double scale = pow(10.0, -20.0 + 37.0 * rng_unit());
+		float a = (float)(1.0 + rng_unit());
+		double h = 0x1p-24, e = (double)(i % 3 - 1) * 0x1p-40;
+		float sc = ldexpf(1.0f, (int)(i % 117) - 60);
+
+		switch (i % 4) {
+		case 0:         /* q.b on a rounding boundary */
+			memset(qr, 0, sizeof(float) * (size_t)d);
+			qr[0] = a * sc;
+			qr[1] = (float)(h * sc);
+			qr[2] = (float)(e * sc);
+			qr[3] = sc * 0x1p-30f;    /* no zero row (cosine) */
+			memset(br, 0, sizeof(float) * (size_t)d);
+			br[0] = br[1] = br[2] = 1.0f;
+			br[3] = 0x1p-60f;
+			break;
+		case 1:         /* a duplicate, at a large magnitude */
+			for (int64_t j = 0; j < d; j++)
+				qr[j] = br[j] = (float)(qr[j] * 1e17);
+			break;
+		case 2:         /* a near-duplicate */
+			for (int64_t j = 0; j < d; j++)
+				br[j] = qr[j] = (float)(qr[j] * scale);
+			br[i % d] = nextafterf(br[i % d], INFINITY);
+			break;
+		default:        /* any magnitude */
+			for (int64_t j = 0; j < d; j++) {
+				qr[j] = (float)(qr[j] * scale);
+				br[j] = (float)(br[j] * pow(10.0, -20.0 + 37.0 *
+							   rng_unit()));
+			}
+			if (i % 8 == 3)
+				qr[i % d] = (float)(i % 16 == 3 ? 1e18 : -1e18);
+		}
+	}
+}
+
+/* Every metric on undecided_rows, bit for bit, in one block and in a
+ * block split as the driver does; a backend that counts them says how
+ * many pairs it computed canonically. */
+static void test_matrix_undecided(void)
+{
+	const int64_t n = 300, d = 24;
+	float *q = malloc(sizeof(float) * (size_t)(n * d));
+	float *b = malloc(sizeof(float) * (size_t)(n * d));
+	float *out = malloc(sizeof(float) * (size_t)(n * n));
+
+	CU_ASSERT_FATAL(q && b && out);
+	undecided_rows(n, d, q, b);
+	for (size_t mi = 0; mi < 4; mi++) {
+		xj_metric m = metrics[mi];
+		xj_backend_cfg cfg = matrix_cfg(m, d, n, n, 0);
+		float *want = ref_matrix(m, q, n, b, n, d);
+		xj_rows qr = { q, n, d, 0, 0 }, br = { b, n, d, 0, 0 };
+		xj_backend *be;
+		xj_status st;
+		int64_t bad = 0;
+
+		xj_ok(&st);
+		CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+		memset(out, 0xff, sizeof(float) * (size_t)(n * n));
+		CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st),
+				XJ_OK);
+		for (int64_t e = 0; e < n * n; e++)
+			if (!same_f32(out[e], want[e]) && bad++ < 4)
+				printf("\n  undecided %s at (%lld,%lld): got %a want %a",
+				       metric_names[m], (long long)(e / n),
+				       (long long)(e % n), out[e], want[e]);
+		CU_ASSERT_EQUAL(bad, 0);
+		printf("\n  %s: %lld of %lld pairs computed canonically",
+		       metric_names[m], (long long)be->matrix_exact_pairs,
+		       (long long)(n * n));
+		CU_ASSERT(be->matrix_exact_pairs <= n * n);
+		be->release(be);
+		free(want);
+	}
+	free(q);
+	free(b);
+	free(out);
+}
+
+/*
  * Blocks the way driver_matrix runs them: buffers from block_alloc used
  * in turn, each block started, the previous one compared (the driver's
  * write) while it runs, then waited for. Blocks of 1100 x 9000 span 3 x 3
@@ -1159,6 +1262,8 @@ static const unit_test contract_tests[] = {
 	{ "errors", test_errors },
 	{ "matrix equals canonical values", test_matrix },
 	{ "matrix blocks queued in turn", test_matrix_pipeline },
+	{ "matrix pairs a double GEMM leaves undecided",
+	  test_matrix_undecided },
 	{ "matrix: a tagged query block is kept only while the same",
 	  test_matrix_tag },
 	{ "range: every pair within the threshold, sorted", test_range },

@@ -402,9 +402,10 @@ def case_topk_random(ctx, ranks):
 
 def tight_budget(ctx, nranks, argv, spare_bytes=8192):
     """A --mem-limit just above the least the planner accepts for this
-    job, so that it must choose small chunks by itself. The least is read
-    from the resource error of a plan with a 1 KiB budget; the planner
-    keeps 1/8 of any budget in reserve."""
+    job, so that it must choose small chunks by itself (one per spare
+    when spare_bytes is a tuple). The least is read from the resource
+    error of a plan with a 1 KiB budget; the planner keeps 1/8 of any
+    budget in reserve."""
     rc, out, err, _ = ctx.run(nranks, ["plan"] + argv +
                               ["--mem-limit", "1K"], timeout=60)
     m = re.search(r"need (\d+) bytes", err)
@@ -412,6 +413,9 @@ def tight_budget(ctx, nranks, argv, spare_bytes=8192):
         raise Failure("cannot derive a tight budget: plan with "
                       "--mem-limit 1K gave exit %s, stderr %r"
                       % (rc, err[-300:]))
+    if isinstance(spare_bytes, tuple):
+        return [str((int(m.group(1)) + s) * 8 // 7 + 1)
+                for s in spare_bytes]
     return str((int(m.group(1)) + spare_bytes) * 8 // 7 + 1)
 
 INVARIANCE_JOBS = (
@@ -506,7 +510,9 @@ def case_small_shapes(ctx, ranks):
 
 # Budgets that force the planner's own small chunks for 97 x 611 x 24:
 # 32K gives 9-row base chunks, 4K 17-row query chunks of 1-row base chunks.
-MATRIX_MEM_LIMITS = ("32K", "4K")
+# bytes above the least budget the planner accepts (the CPU's per-thread
+# tiles and two blocks of one row each)
+MATRIX_MEM_SPARES = (65536, 16384)
 
 
 def _plan_chunks(ctx, nranks, argv):
@@ -516,6 +522,27 @@ def _plan_chunks(ctx, nranks, argv):
     if rc != 0 or len(counts) != 2:
         return None
     return int(counts[0][1]) * int(counts[1][1])
+
+
+def check_matrix_report(ctx, path, n, m, d, what):
+    """A matrix run's --report-json: its phases add up to its total (what
+    no phase holds is "other", a few milliseconds at most), and it
+    reports the bytes it wrote and the FLOPs it did."""
+    with open(path) as fh:
+        doc = json.load(fh)
+    ph, total = doc["phase_seconds"], doc["total_seconds"]
+    named = sum(v for k, v in ph.items() if k != "other")
+    ctx.check(abs(named + ph["other"] - total) < 1e-5 and
+              abs(ph["other"]) <= 0.01 + 0.02 * total,
+              "%s: phases %s do not add up to the total %.3f s"
+              % (what, ph, total))
+    ctx.check(doc["bytes_written"] == n * m * 4 and
+              doc["gbps_written_write"] > 0,
+              "%s: %s bytes written, expected %d"
+              % (what, doc["bytes_written"], n * m * 4))
+    ctx.check(doc["gemm_flops"] >= 2.0 * n * m * d,
+              "%s: %s FLOPs, expected at least 2 n m d"
+              % (what, doc["gemm_flops"]))
 
 
 def case_matrix(ctx, ranks):
@@ -528,9 +555,10 @@ def case_matrix(ctx, ranks):
         for metric in METRICS:
             ref = ctx.ref_matrix("mat.h5", "mat.h5", metric)
             argv = ["matrix", "-q", f, "-b", f, "-m", metric]
-            limits = [["--mem-limit", x] for x in MATRIX_MEM_LIMITS]
+            limits = [["--mem-limit", x] for x in
+                      tight_budget(ctx, nranks, argv, MATRIX_MEM_SPARES)]
             # the GPU's block order (each block written while the next
-            # is computed), taken on the CPU
+            # is computed, on the CPU by its worker thread)
             os.environ["XJ_MATRIX_OVERLAP"] = "1"
             try:
                 ctx.result(nranks, argv + ["--chunk-rows", 3],
@@ -539,6 +567,14 @@ def case_matrix(ctx, ranks):
                            % (nranks, metric))
             finally:
                 del os.environ["XJ_MATRIX_OVERLAP"]
+            rep = ctx.path("report.json")
+            if ctx.result(nranks, argv + ["--chunk-rows", 40,
+                                          "--report-json", rep],
+                          ctx.path("out.h5"), ref, "np%d matrix %s "
+                          "--chunk-rows 40" % (nranks, metric)):
+                check_matrix_report(ctx, rep, len(q), 611, q.shape[1],
+                                    "np%d matrix %s report"
+                                    % (nranks, metric))
             for extra in [[], ["--chunk-rows", 3]] + limits:
                 if "--mem-limit" in extra and metric == "l2":
                     chunks = _plan_chunks(ctx, nranks, argv + extra)
@@ -583,7 +619,7 @@ EXTREMES = {
 def case_extremes(ctx, ranks):
     """Huge offsets with small spreads (catastrophic cancellation in
     |q|^2 + |b|^2 - 2 q.b), tiny and subnormal values, rows of mixed
-    magnitude: every metric must still be exact."""
+    magnitude: every metric must still be exact, top-k and matrix."""
     rng = np.random.default_rng(SEED + 2)
     nranks = ranks[0] if len(ranks) == 1 else 3
     f = ctx.path("ext.h5")
@@ -599,6 +635,12 @@ def case_extremes(ctx, ranks):
                                 "-m", metric],
                        ctx.path("out.h5"), ref,
                        "np%d %s %s" % (nranks, kind, metric))
+            # the matrix's double GEMM leaves many of these pairs to
+            # the canonical evaluator
+            ref = ctx.ref_matrix("ext.h5", "ext.h5", metric)
+            ctx.result(nranks, ["matrix", "-q", f, "-b", f, "-m", metric],
+                       ctx.path("out.h5"), ref,
+                       "np%d %s matrix %s" % (nranks, kind, metric))
 
 
 def glove_slice(ctx, src, path):

@@ -5,13 +5,17 @@
  * contract: tests/backend/contract.c, run here as unit.contract_cpu.
  *
  * Here: backend_cpu_work_bytes, the working memory the planner reserves
- * for the CPU backend.
+ * for the CPU backend, and how many matrix pairs its double GEMM leaves
+ * to the canonical evaluator.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
 #include "kernels/backend.h"
+#include "kernels/metric.h"
+#include "testdata.h"
 
 static void test_work_bytes(void)
 {
@@ -34,10 +38,63 @@ static void test_work_bytes(void)
 		  a + (1000 + 10000) * 4 * 100);
 }
 
+/*
+ * A self-join of Gaussian rows: the double GEMM's bound decides every
+ * pair but the diagonal under l2, sqeuclidean and cosine (a distance of
+ * exactly 0 is all cancellation) and a rare one near a float32 rounding
+ * boundary; every value has the bits of metric_key().
+ */
+static void test_matrix_exact_pairs(void)
+{
+	const int64_t n = 400, d = 64;
+	float *x = gauss_rows(n, d, 0, 1);
+	float *out = malloc(sizeof(float) * (size_t)(n * n));
+
+	CU_ASSERT_FATAL(x && out);
+	for (size_t mi = 0; mi < 4; mi++) {
+		xj_metric m = metrics[mi];
+		xj_backend_cfg cfg;
+		xj_backend *be;
+		xj_status st;
+		xj_rows r = { x, n, d, 0, 0 };
+		int64_t bad = 0, exact, diag = m == XJ_METRIC_IP ? 0 : n;
+
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.metric = m;
+		cfg.d = d;
+		cfg.max_query_rows = cfg.max_base_rows = n;
+		xj_ok(&st);
+		CU_ASSERT_FATAL(backend_cpu_create(&cfg, &be, &st) == XJ_OK);
+		memset(out, 0xff, sizeof(float) * (size_t)(n * n));
+		CU_ASSERT_EQUAL(backend_matrix_block(be, &r, &r, out, &st),
+				XJ_OK);
+		for (int64_t i = 0; i < n; i++)
+			for (int64_t j = 0; j < n; j++) {
+				const float *a = x + i * d, *b = x + j * d;
+				float want = metric_key_to_value(m,
+					metric_key(m, a, b, d,
+						   metric_norm2(a, d),
+						   metric_norm2(b, d)));
+
+				bad += !same_f32(out[i * n + j], want);
+			}
+		exact = be->matrix_exact_pairs;
+		printf("\n  %s: %lld of %lld pairs computed canonically",
+		       metric_names[m], (long long)exact, (long long)(n * n));
+		CU_ASSERT_EQUAL(bad, 0);
+		CU_ASSERT(exact >= diag && exact <= diag + n * n / 1000);
+		be->release(be);
+	}
+	free(x);
+	free(out);
+}
+
 int main(void)
 {
 	static const unit_test tests[] = {
 		{ "work bytes", test_work_bytes },
+		{ "matrix pairs computed canonically",
+		  test_matrix_exact_pairs },
 	};
 
 	return unit_run("cpu_backend", tests, UNIT_COUNT(tests));

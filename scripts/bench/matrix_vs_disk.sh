@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# matrix_vs_disk.sh: `xjoin matrix` against the disk it writes to, side by
+# side in one invocation, each as a share of the disk's sequential write rate.
+#
+# Runs, interleaved, REPS times each (best kept), all writing to one folder:
+#   dd        dd if=/dev/zero bs=16M conv=fdatasync of the matrix's byte
+#             count: the file system's sequential write rate, the bound
+#   xjoin     xjoin matrix (one rank, THREADS threads) with
+#             XJ_MATRIX_OVERLAP=1: a worker thread computes block i + 1
+#             while block i is written
+#   xjoin-seq the same with XJ_MATRIX_OVERLAP=0, the CPU's default: each
+#             block computed, then written
+#   cdist     SciPy cdist per block of 1024 query rows + an h5py write
+#             (matrix_cdist.py): the approach users start from
+# Every run ends with its data on disk (fdatasync, MPI_File_sync, fsync).
+# Prints a '#'-commented table: wall seconds (process start to exit: for
+# xjoin mpiexec's start, about a second, included), GB/s written and the
+# share of dd's rate; xjoin's own total and phases come from its
+# --report-json ("in process").
+#
+# Usage: scripts/bench/matrix_vs_disk.sh [--queries N] [--rows M] [--dim D]
+#                                        [--metric METRIC] [--reps R]
+#                                        [--no-cdist]
+#   default 5,000 x 40,000 x 128, l2 (800 MB a matrix), 2 reps;
+#   --no-cdist leaves the SciPy peer out (it takes minutes on 2 cores).
+# Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench: the
+#   folder written to; outputs are deleted after each run), THREADS (2).
+# Needs: Debian's python3-h5py, python3-numpy, python3-scipy.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+xjoin=${XJOIN:-$root/build/xjoin}
+work=${BENCH_DIR:-$root/build/bench}
+threads=${THREADS:-2}
+py=/usr/bin/python3
+queries=5000
+rows=40000
+dim=128
+metric=l2
+reps=2
+tools="dd xjoin xjoin-seq cdist"
+
+die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--queries) queries=$2; shift ;;
+	--rows) rows=$2; shift ;;
+	--dim) dim=$2; shift ;;
+	--metric) metric=$2; shift ;;
+	--reps) reps=$2; shift ;;
+	--no-cdist) tools="dd xjoin xjoin-seq" ;;
+	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown option '$1' (try --help)" ;;
+	esac
+	shift
+done
+[ -x "$xjoin" ] || die "no xjoin at $xjoin (scripts/build.sh first)"
+"$py" -c 'import h5py, numpy, scipy' 2>/dev/null ||
+	die "needs python3-h5py, python3-numpy and python3-scipy"
+mkdir -p "$work"
+
+bytes=$((queries * rows * 4))
+free=$(df -B1 --output=avail "$work" | tail -1)
+[ "$free" -gt $((3 * bytes)) ] ||
+	die "$work has $free bytes free; the runs need about $((3 * bytes))"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+in=$work/mvd-$queries-$rows-$dim.h5
+out=$work/mvd-out.h5
+[ -s "$in" ] || "$xjoin" gen --rows "$rows" --queries "$queries" \
+	--dim "$dim" --seed 7 -o "$in" --force >/dev/null
+
+now() { date +%s.%N; }
+# best[tool] = fewest seconds; extra[tool] = its phase note
+declare -A best extra
+
+keep() {    # tool seconds [note]
+	if [ -z "${best[$1]:-}" ] ||
+	   awk -v a="$2" -v b="${best[$1]}" 'BEGIN { exit !(a < b) }'; then
+		best[$1]=$2
+		extra[$1]=${3:-}
+	fi
+}
+
+run_dd() {
+	local t0 t1 n=$(((bytes + 16777215) / 16777216))
+	t0=$(now)
+	dd if=/dev/zero of="$out" bs=16M count=$n conv=fdatasync status=none
+	t1=$(now)
+	rm -f "$out"
+	# dd wrote whole 16 MiB blocks: scaled to the matrix's bytes
+	keep dd "$(awk -v a="$t0" -v b="$t1" -v n=$n -v t=$bytes \
+		'BEGIN { print (b - a) * t / (n * 16777216) }')"
+}
+
+run_xjoin() {    # tool overlap
+	local t0 t1 note
+	t0=$(now)
+	XJ_MATRIX_OVERLAP=$2 mpiexec --bind-to none -np 1 \
+		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
+		"$xjoin" matrix -q "$in:test" -b "$in:train" -m "$metric" \
+		-o "$out" --force --quiet --device cpu \
+		--report-json "$work/mvd-report.json" >/dev/null
+	t1=$(now)
+	rm -f "$out"
+	note=$("$py" -c 'import json, sys
+r = json.load(open(sys.argv[1])); p = r["phase_seconds"]
+print("in process %.2f s: compute %.2f s, write %.2f s, other phases %.2f s"
+      % (r["total_seconds"], p["compute"], p["write"],
+         r["total_seconds"] - p["compute"] - p["write"]))' \
+		"$work/mvd-report.json")
+	keep "$1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+		"$note"
+}
+
+run_cdist() {
+	local t0 t1 note
+	t0=$(now)
+	note=$("$py" "$here/matrix_cdist.py" "$in" "$out" "$metric")
+	t1=$(now)
+	rm -f "$out"
+	note=$(echo "$note" | "$py" -c 'import json, sys
+r = json.load(sys.stdin)
+print("compute %.2f s, write %.2f s" % (r["compute_s"], r["write_s"]))')
+	keep cdist "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+		"$note"
+}
+
+corename=$("$py" -c 'import ctypes
+b = ctypes.CDLL("libopenblas.so.0"); b.openblas_get_corename.restype = ctypes.c_char_p
+print(b.openblas_get_corename().decode())' 2>/dev/null || echo "?")
+echo "# matrix_vs_disk: $queries x $rows x $dim, $metric, $bytes bytes a" \
+	"matrix, $threads threads, best of $reps"
+echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+	grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_.*)$' | tr '\n' ' ')"
+echo "# OpenBLAS core: $corename (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset})"
+echo "# folder: $work ($(df -h --output=source,fstype "$work" | tail -1 |
+	tr -s ' '))"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+for _ in $(seq "$reps"); do
+	run_dd
+	run_xjoin xjoin 1
+	run_xjoin xjoin-seq 0
+	case $tools in *cdist*) run_cdist ;; esac
+done
+rm -f "$work/mvd-report.json"
+
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| %-9s | %9s | %6s | %9s | %s\n' tool seconds "GB/s" "of dd" phases
+printf '| %-9s | %9s | %6s | %9s | %s\n' ---- ------- ---- ----- ------
+for tool in $tools; do
+	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]}" \
+		-v n=$bytes -v x="${extra[$tool]}" 'BEGIN {
+		printf "| %-9s | %9.2f | %6.3f | %8.0f%% | %s\n", t, s,
+			n / s / 1e9, 100 * d / s, x }'
+done
