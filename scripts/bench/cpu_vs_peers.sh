@@ -16,8 +16,9 @@
 #
 # Usage: scripts/bench/cpu_vs_peers.sh [--reps N] [--quick] [--peers-only]
 #                                      [--no-sklearn] [--no-pypi]
-#                                      [--precisions LIST]
+#                                      [--precisions LIST] [--dim D]
 #   --quick       synthetic set 2,000 x 20,000 (a smoke run, not a result)
+#   --dim D       the synthetic set's dimension (default 128: syn-128)
 #   --peers-only  leave xjoin out even when it is built
 #   --precisions  comma-separated --precision values of xjoin's extra runs
 #                 (default bf16,int8,auto; "" for none)
@@ -58,6 +59,7 @@ while [ $# -gt 0 ]; do
 	--no-sklearn) sklearn_flag=(--no-sklearn) ;;
 	--no-pypi) use_pypi=0 ;;
 	--precisions) precisions=$2; shift ;;
+	--dim) dim=$2; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
