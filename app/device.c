@@ -296,6 +296,7 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->threshold_key = job->has_threshold ?
 			     metric_value_to_key(job->metric, job->threshold) : 0;
 	cfg->self = job->self;
+	cfg->same_rows = job->same_rows;
 	cfg->threads = threads;
 	cfg->max_query_rows = p ? p->qchunk_rows : 0;
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
@@ -309,6 +310,7 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
 	pin->out_blocks = 1;    /* matrix_start computes the block */
+	pin->self_join = cfg->self && cfg->same_rows;
 	if (pin->cmd == XJ_CMD_TOPK) {
 		pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 		pin->work_per_qrow_bytes =

@@ -157,7 +157,9 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 	job->n = qi->rows;
 	job->m = bi->rows;
 	job->d = qi->cols;
-	if (same_file(qi->file, bi->file) && !strcmp(qi->dset, bi->dset) &&
+	job->same_rows = same_file(qi->file, bi->file) &&
+			 !strcmp(qi->dset, bi->dset);
+	if (job->same_rows &&
 	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK))
 		job->self = 1;
 	if (job->command == XJ_CMD_TOPK && job->k > job->m - job->self)

@@ -7,6 +7,10 @@
 #define BCHUNK_MATRIX_MAX 4096
 #define QCHUNK_MATRIX_MAX 16384
 #define QCHUNK_MIN_WANTED 256
+/* A self-join's base chunk is one backend call of up to B^2 d / 2 GEMM
+ * FLOPs (an interrupt or snapshot waits for it): 131072 rows is 1.1e12
+ * at d = 128, a few seconds on two cores. */
+#define BCHUNK_SELF_MAX 131072
 /* Part of the budget left to HDF5's chunk cache, MPI-IO buffers and
  * allocator slack, which the formula does not model: measured at about
  * 1.2 MiB for a 24 MiB matrix run (tests/integration/memory_check.py). */
@@ -83,6 +87,22 @@ static int64_t fit_qrows(const plan_in *in, int64_t b, int64_t qmax)
 	return q;
 }
 
+/* Self-join: the largest base chunk s <= the query chunk (and the cap)
+ * next to which a query chunk of s rows still fits; the query chunk
+ * becomes a multiple of it. Nothing changes when s would not exceed b. */
+static void self_chunks(const plan_in *in, int64_t qmax, int64_t bshard,
+			int64_t *q, int64_t *b)
+{
+	int64_t s = min64(min64(*q, bshard), BCHUNK_SELF_MAX);
+
+	while (s > *b && fit_qrows(in, s, qmax) < s)
+		s -= s / 4 > 0 ? s / 4 : 1;
+	if (s <= *b)
+		return;
+	*b = s;
+	*q = *q / s * s;
+}
+
 int plan_make(const plan_in *in, plan *out, xj_status *st)
 {
 	plan p = {0};
@@ -109,6 +129,8 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 			b = max64(1, b / 2);
 			q = fit_qrows(in, b, qmax);
 		}
+		if (in->self_join && in->cmd == XJ_CMD_TOPK)
+			self_chunks(in, qmax, p.bshard_max, &q, &b);
 	}
 	b = max64(b, 1);
 	q = max64(q, 1);
@@ -203,6 +225,11 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 	print_bytes(out, "backend fixed", in->work_fixed_bytes);
 	print_bytes(out, "peak per rank", p->peak_bytes);
 	print_bytes(out, "budget per rank", p->budget_bytes);
+	if (in->self_join && in->cmd == XJ_CMD_TOPK)
+		fprintf(out, "# self-join: the rows a base chunk shares with "
+			"the query chunk are scored once per pair (the "
+			"upper triangle of their tiles); other pairs as "
+			"usual, on the rank that owns the query row\n");
 	fprintf(out, "# memory = Q*per_query_row + B*per_base_row + fixed "
 		"(Q = query chunk, B = base chunk)\n");
 }

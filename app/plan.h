@@ -32,6 +32,12 @@
  * most d/16384 of its output bytes and whose blocks stay within 256 MiB.
  * B is at most 16384 rows (4096 for the matrix) and halves while Q would
  * fall below 256 rows.
+ *
+ * Self-join (plan_in.self_join): a base chunk's rows that are also the
+ * query chunk's are joined with each other once per pair (half the GEMM:
+ * kernels/cpu_topk_sym.c), so B grows up to Q (at most 131072 rows, as
+ * far as the budget allows) and Q becomes a multiple of B: with one grid
+ * row, each query chunk is then exactly one of the base chunks.
  */
 #ifndef XJ_PLAN_H
 #define XJ_PLAN_H
@@ -55,6 +61,11 @@ typedef struct plan_in {
 	int out_blocks;            /* matrix output blocks held at once: 2
 				    * where one is computed while the other
 				    * is written (GPU), else 1 (0 means 1) */
+	int self_join;             /* topk of a set with itself on a backend
+				    * that scores the rows a base chunk
+				    * shares with the query chunk once
+				    * (CPU): base chunks grow to the query
+				    * chunk, up to BCHUNK_SELF_MAX rows */
 } plan_in;
 
 typedef struct plan {

@@ -60,6 +60,9 @@ typedef struct xj_backend_cfg {
 	int has_threshold;
 	float threshold_key;   /* metric_value_to_key(threshold) */
 	int self;              /* skip pairs with equal global index */
+	int same_rows;         /* queries and base are the same rows: with
+				* self, a backend may score each pair of
+				* them once (a self-join) */
 	int threads;           /* 0: OpenMP default */
 	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */

@@ -57,6 +57,7 @@ static void cpu_release(xj_backend *be)
 		return;
 	for (int t = 0; c->th && t < c->threads; t++) {
 		free(c->th[t].g);
+		free(c->th[t].gt);
 		free(c->th[t].cands);
 		free(c->th[t].vals);
 		free(c->th[t].bt);
@@ -96,7 +97,11 @@ static int thread_alloc(cpu_backend *c)
 				  sizeof(float));
 		th->bt = cpu_alloc_aligned((size_t)(d * MW) * sizeof(double));
 		th->qpad = cpu_alloc_aligned((size_t)(d * MQ) * sizeof(float));
-		if (!th->g || !th->cands || !th->vals || !th->bt || !th->qpad)
+		/* the transposed tile of a self-join (cpu_topk_sym.c) */
+		th->gt = c->cfg.same_rows ? cpu_alloc_aligned((size_t)TB * TB *
+							      sizeof(float)) : NULL;
+		if (!th->g || !th->cands || !th->vals || !th->bt || !th->qpad ||
+		    (c->cfg.same_rows && !th->gt))
 			return -1;
 	}
 	return 0;
@@ -165,6 +170,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *   per thread   TQ_MAX*TB*4 (G tile, 1 MiB) + 16 cap (rescored
  *                candidates) + 8 (k + cap) (key bounds) + 8 d MW
  *                (matrix block) + 4 d MQ (matrix query rows)
+ *                + TB*TB*4 for a self-join (transposed tile, 1 MiB)
  *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
  *                (count) + 16 (pending counts) + 12 k (exact list) +
  *                16 cap (pending pairs)
@@ -186,7 +192,8 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 	int t = threads_of(cfg, threads);
 
 	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * (k + cap) + 8 * d * MW +
-		     4 * d * MQ + 5 * ALIGN_BYTES;
+		     4 * d * MQ + 5 * ALIGN_BYTES +
+		     (cfg->same_rows ? (int64_t)TB * TB * 4 + ALIGN_BYTES : 0);
 	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;

@@ -12,6 +12,8 @@
  *                  float norms, normalised copies, bad rows
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
+ *   cpu_topk_sym.c top-k of a self-join: the rows a base chunk shares
+ *                  with the query chunk, each pair of tiles once
  *   cpu_matrix.c   matrix blocks of canonical values
  *
  * The two functions defined here are static inline: cpu_of is the cast
@@ -77,6 +79,7 @@ typedef struct pend_ent {
 
 typedef struct cpu_thread {
 	float *g;          /* TQ_MAX x TB GEMM tile */
+	float *gt;         /* self-join: TB x TB transposed tile */
 	cand *cands;       /* cap rescored candidates */
 	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
@@ -165,6 +168,28 @@ void cpu_free_base(cpu_backend *c);
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
 int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
 int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+/* for cpu_topk_sym.c: scan row i of a tile (columns j0 .. j0 + nb of the
+ * chunk, largest base norm bmax), prune, rescore and merge (cpu_topk.c) */
+#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, double bmax, const xj_rows *b);
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
+void cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		   int64_t jb, int64_t je, const xj_rows *b);
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b);
+int64_t cpu_tile_rows(int64_t rows, int threads);
+
+/* ---- cpu_topk_sym.c ------------------------------------------------ */
+
+/* Rows of the base chunk b that are also query rows, [*b0, *b0 + *len)
+ * in b's rows, when a self-join shares enough of them to be worth the
+ * symmetric path; else 0. */
+int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
+		    int64_t *len);
+/* topk_add for such a chunk; returns the GEMM FLOPs it did. */
+double cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0,
+		   int64_t len, int team);
 
 /* ---- cpu_matrix.c -------------------------------------------------- */
 

@@ -92,7 +92,6 @@
 #include "topk.h"
 
 #define SCAN_W 32       /* scan block: elements tested before a branch */
-#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
 
 /* ---- rescoring lanes ----------------------------------------------- */
 
@@ -543,7 +542,7 @@ static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
  * them, then drop the pending pairs the tighter gate rules out (file
  * comment, "Deferred rescoring").
  */
-static void query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 {
 	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
@@ -632,7 +631,7 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
 		pend_bounds(c->cfg.metric, j, g, off, err);
 	if (c->npend[i] < c->cap)
 		return 0;
-	query_prune(c, t, i);
+	cpu_query_prune(c, t, i);
 	if (c->npend[i] > c->cap - c->cap / 4)
 		query_flush(c, t, i, b);
 	return 1;
@@ -667,14 +666,15 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		query_push(c, t, i, j0 + best, g[best], off, err, b);
 		g[best] = NAN;
 	}
-	query_prune(c, t, i);
+	cpu_query_prune(c, t, i);
 }
 
-/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk). */
-static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
-		     float *g, int64_t j0, int64_t nb, const xj_rows *b)
+/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, whose
+ * largest float base norm is at most bmax). */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, double bmax, const xj_rows *b)
 {
-	double err = row_err(c, i, c->submax[j0 / TB]), off = row_offset(c, i);
+	double err = row_err(c, i, bmax), off = row_offset(c, i);
 	float thr;
 	int64_t j = 0;
 
@@ -732,30 +732,42 @@ static void tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
 	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
 }
 
-/* One thread's query tile [i0, i1) against the whole base chunk. */
-static void tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
-		     const xj_rows *b)
+/*
+ * One thread's query tile [i0, i1) against the chunk rows [jb, je), in
+ * sub-tiles that do not cross a multiple of TB (submax is per TB rows).
+ */
+void cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		   int64_t jb, int64_t je, const xj_rows *b)
 {
 	int64_t d = c->cfg.d;
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	const float *qa = cosine ? c->qhat : c->qx;
 	const float *ba = cosine ? c->bhat : b->x;
 
-	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+	for (int64_t j0 = jb; j0 < je; ) {
+		int64_t end = (j0 / TB + 1) * TB < je ? (j0 / TB + 1) * TB : je;
+		int64_t nb = end - j0;
 
 		tile_gemm(c, t, qa + i0 * d, ba + j0 * d, i1 - i0, nb, j0);
 		for (int64_t i = i0; i < i1; i++)
-			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
+			cpu_scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb,
+				     c->submax[j0 / TB], b);
 		/* tighten the gates for the next sub-tile */
 		for (int64_t i = i0; i < i1; i++)
 			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
-				query_prune(c, t, i);
+				cpu_query_prune(c, t, i);
+		j0 = end;
 	}
-	/* the chunk's rows are gone after topk_add: rescore the survivors */
+}
+
+/* The chunk's rows are gone after topk_add: rescore the survivors of the
+ * query rows [i0, i1). */
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b)
+{
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i])
-			query_prune(c, t, i);
+			cpu_query_prune(c, t, i);
 	tile_flush(c, t, i0, i1, 1, b);
 }
 
@@ -797,7 +809,7 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 
 /* Tiles per thread team: enough to keep every thread busy, at most TQ_MAX
  * rows each. */
-static int64_t tile_rows(int64_t rows, int threads)
+int64_t cpu_tile_rows(int64_t rows, int threads)
 {
 	int64_t nt = (rows + TQ_MAX - 1) / TQ_MAX;
 
@@ -815,7 +827,7 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
 		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
-	int64_t bad, tq, ntiles;
+	int64_t bad, tq, ntiles, s0, slen;
 	double flops = 0;
 	int team;
 
@@ -841,10 +853,14 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
 		c->submax[j0 / TB] = mx;
 	}
-	tq = tile_rows(c->qrows, c->threads);
+	tq = cpu_tile_rows(c->qrows, c->threads);
 	ntiles = (c->qrows + tq - 1) / tq;
 	team = ntiles > 1 &&
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
+	if (cpu_sym_overlap(c, b, &s0, &slen)) {
+		be->gemm_flops += cpu_sym_add(c, b, s0, slen, team);
+		return XJ_OK;
+	}
 #pragma omp parallel num_threads(c->threads) reduction(+ : flops) if (team)
 	{
 		cpu_thread *t = &c->th[omp_get_thread_num()];
@@ -855,7 +871,8 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 			int64_t i0 = it * tq;
 			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
 
-			tile_run(c, t, i0, i1, b);
+			cpu_tile_cols(c, t, i0, i1, 0, b->rows, b);
+			cpu_tile_finish(c, t, i0, i1, b);
 		}
 		flops += t->flops;
 	}
