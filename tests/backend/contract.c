@@ -43,6 +43,9 @@
 static const contract_backend *cur;
 /* --small: leave out the data sized for the CUDA tiles */
 static int small_only;
+/* cfg.same_rows for self cases (q == b): the self-join path may score
+ * each pair of shared rows once */
+static int same_rows;
 
 /* ---- data ---------------------------------------------------------- */
 
@@ -321,6 +324,7 @@ static xj_backend_cfg cfg_of(const tcase *tc, int threads)
 	cfg.has_threshold = tc->has_threshold;
 	cfg.threshold_key = tc->threshold_key;
 	cfg.self = tc->self;
+	cfg.same_rows = tc->self && same_rows;
 	cfg.threads = threads;
 	return cfg;
 }
@@ -518,6 +522,34 @@ static void test_duplicates(void)
 	free(q);
 	free(tb);
 	free(tq);
+}
+
+/* Self-joins of 2600 rows with each other (same_rows): chunks sharing
+ * 1024 rows or more take the CPU's symmetric path (3 to 6 blocks of 512,
+ * partial ones, odd counts, thread teams); the lists must be the plain
+ * path's, that is the reference. Gaussian rows with 300 exact duplicates,
+ * then rows of 40 distinct values (ties everywhere). */
+static const chunking self_chunks[] = {
+	{ 0, 0, 0, 2 },
+	{ 1100, 1100, 0, 3 },
+	{ 2600, 1300, 0, 1 },
+	{ 1300, 2600, 1, 2 },
+};
+
+static void test_self_join(void)
+{
+	const int64_t n = 2600, d = 16, ks[] = { 10 };
+	float *g = gauss_rows(n, d, 0, 1), *t = dup_rows(n, d, 40);
+
+	CU_ASSERT_FATAL(g && t);
+	memcpy(g + 2300 * d, g, sizeof(float) * (size_t)(300 * d));
+	same_rows = 1;
+	CU_ASSERT_EQUAL(sweep(g, n, g, n, d, ks, 1, self_chunks,
+			      (int)UNIT_COUNT(self_chunks)), 0);
+	CU_ASSERT_EQUAL(sweep(t, n, t, n, d, ks, 1, self_chunks, 2), 0);
+	same_rows = 0;
+	free(g);
+	free(t);
 }
 
 /* k above the base size: (+inf, -1) padding, with and without threshold
@@ -1045,6 +1077,7 @@ static const unit_test contract_tests[] = {
 	{ "large norms need rescoring", test_large_norms },
 	{ "near ties need rescoring", test_near_ties },
 	{ "duplicated rows (ties)", test_duplicates },
+	{ "self-join: shared rows scored once", test_self_join },
 	{ "k above the base: padding", test_padding },
 	{ "threshold extremes", test_threshold_extremes },
 	{ "empty chunks", test_empty_chunks },
