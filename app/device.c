@@ -422,6 +422,10 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 	int64_t mine[2], all[2];
 
 	device_backend_config(run->job, &run->pl, threads, &cfg);
+	if (run->pl.split) {    /* the self-join's share of this rank */
+		cfg.part = c->rank;     /* the grid is 1 x P */
+		cfg.parts = run->pl.pc;
+	}
 	backend_open(run->job, c, dev, &cfg, &run->be, st);
 	if (comm_agree(c, st))
 		return st->code;

@@ -38,6 +38,15 @@
  * kernels/cpu_topk_sym.c), so B grows up to Q (at most 131072 rows, as
  * far as the budget allows) and Q becomes a multiple of B: with one grid
  * row, each query chunk is then exactly one of the base chunks.
+ *
+ * On P > 1 ranks a self-join of 1024 rows or more is split instead when
+ * all n rows fit one query chunk (or --chunk-rows forces chunks of 1024
+ * rows or more): a 1 x P grid where
+ * every rank holds the same query chunks and streams the whole base, and
+ * scores share `rank` of each chunk's pairs (the block pairs of the
+ * shared rows dealt in turn, the other pairs split by query row); the
+ * merge over the grid row, which is every rank, gathers each row's lists
+ * from all shares. The triangle is then balanced over the ranks.
  */
 #ifndef XJ_PLAN_H
 #define XJ_PLAN_H
@@ -76,6 +85,11 @@ typedef struct plan {
 	int64_t bchunk_rows;       /* streamed base rows */
 	int64_t qrounds;           /* query chunks of the largest block */
 	int64_t brounds;           /* base chunks of the largest shard */
+	int split;                 /* self-join split (plan_in.self_join):
+				    * a 1 x P grid whose ranks all hold
+				    * the whole base as their shard and
+				    * score share `rank` of each chunk's
+				    * pairs (xj_backend_cfg.part) */
 	int64_t peak_bytes;        /* formula above at the chosen sizes */
 	int64_t budget_bytes;
 } plan;

@@ -857,7 +857,7 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 	ntiles = (c->qrows + tq - 1) / tq;
 	team = ntiles > 1 &&
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
-	if (cpu_sym_overlap(c, b, &s0, &slen)) {
+	if (cpu_sym_overlap(c, b, &s0, &slen) || c->cfg.parts > 1) {
 		be->gemm_flops += cpu_sym_add(c, b, s0, slen, team);
 		return XJ_OK;
 	}

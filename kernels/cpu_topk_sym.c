@@ -28,6 +28,15 @@
  * (a = a) are one plain tile each. Rows of Q outside the shared rows,
  * and the shared rows against B's other rows, run the plain tiles.
  *
+ * Parts (cfg.parts > 1, a self-join split over ranks, app/plan.h): every
+ * rank gets the same chunks and scores share cfg.part of their pairs:
+ * block pair t of the tournament (counted round by round) when t mod
+ * parts = part, diagonal block i when i mod parts = part, and the plain
+ * pairs of the query rows split_block() gives the part. Each pair is then
+ * scored on exactly one rank, and the merge of the parts' lists is the
+ * lists of all pairs. The split depends on the chunk only, never on a
+ * rank's threads. Without shared rows every pair is a plain one.
+ *
  * Threads own query rows (cpu_topk.c), and a block pair touches the rows
  * of two blocks, so the pairs run in the rounds of a round-robin
  * tournament: in each round every block is in at most one pair, the
@@ -46,6 +55,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../config/split.h"
+
 /* Fewer shared rows than this run the plain path: the tournament's
  * barriers cost more than the GEMM saved. */
 #define SYM_MIN_ROWS (2 * TB)
@@ -58,6 +69,8 @@ int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 	int64_t g1 = ge < qe ? ge : qe;
 	int64_t d = c->cfg.d;
 
+	*b0 = 0;
+	*len = 0;
 	if (!c->cfg.self || !c->cfg.same_rows || g1 - g0 < SYM_MIN_ROWS)
 		return 0;
 	/* the same indices must be the same rows */
@@ -190,25 +203,50 @@ static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 }
 
 /*
- * Tile it of the query rows against the plain part of B: a tile of rows
- * outside the shared ones [q0, q1) takes every chunk row, a tile of
- * shared rows the chunk rows outside [b0, b0 + len).
+ * The query rows this part scores against the plain part of B, in three
+ * segments: before the shared rows [q0, q1) (every chunk row), the shared
+ * rows (the chunk rows outside [b0, b0 + len)), after them (every chunk
+ * row); each clipped to the part's rows [r0, r1).
  */
-static void plain_tile(cpu_backend *c, cpu_thread *t, int64_t it, int64_t tq,
-		       int64_t q0, int64_t q1, int64_t b0, int64_t len,
+typedef struct plain_rows {
+	int64_t seg[3][2];
+	int64_t tq, tiles;
+} plain_rows;
+
+static void plain_rows_of(plain_rows *pr, int64_t q0, int64_t q1,
+			  int64_t qrows, int64_t r0, int64_t r1, int64_t tq)
+{
+	int64_t cut[4] = { 0, q0, q1, qrows };
+
+	pr->tq = tq;
+	pr->tiles = 0;
+	for (int s = 0; s < 3; s++) {
+		int64_t a = cut[s] > r0 ? cut[s] : r0;
+		int64_t e = cut[s + 1] < r1 ? cut[s + 1] : r1;
+
+		pr->seg[s][0] = a;
+		pr->seg[s][1] = e > a ? e : a;
+		pr->tiles += (pr->seg[s][1] - a + tq - 1) / tq;
+	}
+}
+
+/* Tile it of those rows against the plain part of B. */
+static void plain_tile(cpu_backend *c, cpu_thread *t, int64_t it,
+		       const plain_rows *pr, int64_t b0, int64_t len,
 		       const xj_rows *b)
 {
-	int64_t seg[3][2] = { { 0, q0 }, { q0, q1 }, { q1, c->qrows } };
+	int64_t tq = pr->tq;
 
 	for (int s = 0; s < 3; s++) {
-		int64_t n = (seg[s][1] - seg[s][0] + tq - 1) / tq;
-		int64_t i0 = seg[s][0] + it * tq, i1;
+		const int64_t *seg = pr->seg[s];
+		int64_t n = (seg[1] - seg[0] + tq - 1) / tq;
+		int64_t i0 = seg[0] + it * tq, i1;
 
 		if (it >= n) {
 			it -= n;
 			continue;
 		}
-		i1 = i0 + tq < seg[s][1] ? i0 + tq : seg[s][1];
+		i1 = i0 + tq < seg[1] ? i0 + tq : seg[1];
 		if (s != 1) {
 			cpu_tile_cols(c, t, i0, i1, 0, b->rows, b);
 			return;
@@ -223,14 +261,21 @@ double cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0,
 		   int64_t len, int team)
 {
 	int64_t off = b->first_row - c->qfirst;
-	int64_t q0 = b0 + off, q1 = q0 + len;
+	int64_t q0 = len ? b0 + off : c->qrows, q1 = q0 + len;
 	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
-	int64_t nplain = (q0 + tq - 1) / tq + (len + tq - 1) / tq +
-			 (c->qrows - q1 + tq - 1) / tq;
 	int64_t nfin = (c->qrows + tq - 1) / tq;
-	int64_t nblk = block_count(b0, len);
+	int64_t nblk = len ? block_count(b0, len) : 0;
 	int64_t nb = nblk + (nblk & 1);  /* with the bye */
+	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
+	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
+	int64_t r0, nr;
+	plain_rows pr;
 	double flops = 0;
+
+	/* the plain pairs split by query row, the block pairs and diagonal
+	 * blocks dealt in turn: the same on every rank, whatever its threads */
+	split_block(c->qrows, parts, part, &r0, &nr);
+	plain_rows_of(&pr, q0, q1, c->qrows, r0, r0 + nr, tq);
 
 #pragma omp parallel num_threads(c->threads) reduction(+ : flops) if (team)
 	{
@@ -238,23 +283,24 @@ double cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0,
 
 		t->flops = 0;
 #pragma omp for schedule(dynamic, 1)
-		for (int64_t it = 0; it < nplain; it++)
-			plain_tile(c, t, it, tq, q0, q1, b0, len, b);
+		for (int64_t it = 0; it < pr.tiles; it++)
+			plain_tile(c, t, it, &pr, b0, len, b);
 		for (int64_t r = 0; r < nb - 1; r++) {
 #pragma omp for schedule(dynamic, 1)
 			for (int64_t p = 0; p < nb / 2; p++) {
 				int64_t x, y, sx, nx, sy, ny;
 
 				round_pair(nb, r, p, &x, &y);
-				if (x >= nblk || y >= nblk)
-					continue;   /* the bye */
+				if (x >= nblk || y >= nblk ||
+				    (r * (nb / 2) + p) % parts != part)
+					continue;   /* the bye, another part's */
 				block_of(b0, len, x, &sx, &nx);
 				block_of(b0, len, y, &sy, &ny);
 				pair_run(c, t, sx, nx, sy, ny, off, b);
 			}
 		}
 #pragma omp for schedule(dynamic, 1)
-		for (int64_t x = 0; x < nblk; x++) {
+		for (int64_t x = part; x < nblk; x += parts) {
 			int64_t sx, nx;
 
 			block_of(b0, len, x, &sx, &nx);

@@ -1761,11 +1761,12 @@ def self_rows(ctx, path, copy, n=2600):
 
 
 # (ranks, metric, extra options): the shared rows of a chunk reach the
-# symmetric path (>= 1024 of them) on 1, 2 and 4 ranks and with chunks of
-# 1100 rows (3 blocks, the last partial; a round whose 400 shared rows take
-# the plain path); 3 ranks (a 3 x 1 grid, 867 rows a rank) take the plain
-# path, which must agree just the same. Tiny chunks are the plain path's:
-# the invariance case covers them.
+# symmetric path (>= 1024 of them) on 1 rank, and with chunks of 1100 rows
+# (3 blocks, the last partial; a round whose 400 shared rows take the
+# plain path); 2, 3 and 4 ranks split the self-join (a 1 x P grid, every
+# rank scoring its share of each chunk's pairs, plan.h), also with forced
+# chunks. Tiny chunks are the plain path's: the invariance case covers
+# them.
 SELF_JOBS = (
     (1, "l2", []), (1, "sqeuclidean", []), (1, "cosine", []), (1, "ip", []),
     (1, "l2", ["--chunk-rows", 1100]), (2, "cosine", ["--chunk-rows", 1100]),
