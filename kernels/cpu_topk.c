@@ -79,6 +79,10 @@
  *
  * topk_begin keeps a pointer to the query rows; they must stay valid and
  * unchanged until topk_end. Base rows are only used inside topk_add.
+ *
+ * Self-joins: a base chunk that shares rows with the query chunk goes to
+ * cpu_topk_sym.c, which scores each pair of those rows once and feeds
+ * both lists through cpu_scan_row and the same pending lists.
  */
 #include "cpu_backend_int.h"
 

@@ -43,10 +43,12 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--np", type=int, default=1)
     args = ap.parse_args()
 
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads))
+    per_rank = max(1, args.threads // args.np)
+    env = dict(os.environ, OMP_NUM_THREADS=str(per_rank),
+               OPENBLAS_NUM_THREADS=str(per_rank))
     with h5py.File(args.a, "r") as h5:
         n, d = h5["train"].shape
     jobs = {
@@ -59,9 +61,9 @@ def main():
                     compare.cpu_model(), cpu_flags(), os.cpu_count(),
                     openblas_core(), os.environ.get("OPENBLAS_CORETYPE",
                                                     "(unset)")))
-    compare.log("job: top-10 l2 self-join of %d x %d rows, 1 rank, %d "
-                "threads, best of %d; load average %s"
-                % (n, d, args.threads, args.reps, compare.loadavg()))
+    compare.log("job: top-10 l2 self-join of %d x %d rows, %d rank(s) of %d "
+                "thread(s), best of %d; load average %s"
+                % (n, d, args.np, per_rank, args.reps, compare.loadavg()))
     best = {}
     for rep in range(args.reps):
         for name, sides in jobs.items():
@@ -69,7 +71,8 @@ def main():
             rep_json = os.path.join(args.workdir, "self-join-%s.json" % name)
             if os.path.exists(out):
                 os.remove(out)
-            cmd = ["mpirun", "-np", "1", "--bind-to", "none", args.xjoin,
+            cmd = ["mpirun", "-np", str(args.np), "--bind-to", "none",
+                   "--oversubscribe", args.xjoin,
                    "topk"] + sides + ["-k", "10", "-o", out,
                                       "--report-json", rep_json]
             compare.wait_quiet(10)

@@ -5,7 +5,8 @@
 # plain path), side by side in one invocation.
 #
 # Job: top-10, l2, ROWS x DIM Gaussian rows (`xjoin gen --seed 1`), one
-# rank with THREADS OpenMP threads:
+# rank with THREADS OpenMP threads (--np N: N ranks of THREADS / N threads;
+# the self-join is then split over them, app/plan.h):
 #   self   xjoin topk -q A:/train -b A:/train -k 10
 #   plain  xjoin topk -q A:/train -b B:/train -k 10 --self   (B = copy of A)
 # Runs alternate (self, plain, self, plain, ...), each waits up to 10 s for
@@ -14,7 +15,7 @@
 # the CPUs other processes used meanwhile, the ratios plain / self, and
 # checks that both outputs hold the same bits.
 #
-# Usage: scripts/bench/self_join.sh [--reps N] [--rows N] [--dim N]
+# Usage: scripts/bench/self_join.sh [--reps N] [--rows N] [--dim N] [--np N]
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench),
 #   THREADS (2).
 set -euo pipefail
@@ -25,6 +26,7 @@ xjoin=${XJOIN:-$root/build/xjoin}
 work=${BENCH_DIR:-$root/build/bench}
 threads=${THREADS:-2}
 reps=3
+np=1
 rows=100000
 dim=128
 args="$*"
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--reps) reps=$2; shift ;;
 	--rows) rows=$2; shift ;;
 	--dim) dim=$2; shift ;;
+	--np) np=$2; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -54,4 +57,4 @@ fi
 echo "# command: $0 $args"
 
 exec /usr/bin/python3 "$here/self_join.py" --xjoin "$xjoin" --a "$a" --b "$b" \
-	--workdir "$work" --threads "$threads" --reps "$reps"
+	--workdir "$work" --threads "$threads" --reps "$reps" --np "$np"

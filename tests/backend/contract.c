@@ -524,29 +524,30 @@ static void test_duplicates(void)
 	free(tq);
 }
 
-/* Self-joins of 2600 rows with each other (same_rows): chunks sharing
- * 1024 rows or more take the CPU's symmetric path (3 to 6 blocks of 512,
- * partial ones, odd counts, thread teams); the lists must be the plain
- * path's, that is the reference. Gaussian rows with 300 exact duplicates,
- * then rows of 40 distinct values (ties everywhere). */
+/* Self-joins of 2100 rows with each other (same_rows): chunks sharing
+ * 1024 rows or more take the CPU's symmetric path (3 or 5 blocks of up
+ * to 512 rows, partial ones, thread teams, chunks where fewer rows are
+ * shared and the plain path runs); the lists must be the plain path's,
+ * that is the reference. Gaussian rows with 300 exact duplicates, then
+ * rows of 40 distinct values (ties everywhere). */
 static const chunking self_chunks[] = {
 	{ 0, 0, 0, 2 },
 	{ 1100, 1100, 0, 3 },
-	{ 2600, 1300, 0, 1 },
-	{ 1300, 2600, 1, 2 },
+	{ 2100, 1050, 0, 1 },
+	{ 1050, 2100, 1, 2 },
 };
 
 static void test_self_join(void)
 {
-	const int64_t n = 2600, d = 16, ks[] = { 10 };
+	const int64_t n = 2100, d = 16, ks[] = { 10 };
 	float *g = gauss_rows(n, d, 0, 1), *t = dup_rows(n, d, 40);
 
 	CU_ASSERT_FATAL(g && t);
-	memcpy(g + 2300 * d, g, sizeof(float) * (size_t)(300 * d));
+	memcpy(g + (n - 300) * d, g, sizeof(float) * (size_t)(300 * d));
 	same_rows = 1;
 	CU_ASSERT_EQUAL(sweep(g, n, g, n, d, ks, 1, self_chunks,
 			      (int)UNIT_COUNT(self_chunks)), 0);
-	CU_ASSERT_EQUAL(sweep(t, n, t, n, d, ks, 1, self_chunks, 2), 0);
+	CU_ASSERT_EQUAL(sweep(t, n, t, n, d, ks, 1, self_chunks, 1), 0);
 	same_rows = 0;
 	free(g);
 	free(t);

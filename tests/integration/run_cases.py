@@ -1053,6 +1053,17 @@ def _finish(ctx, p, what):
     return p.returncode, sout, serr, dt
 
 
+def _sigterm_midway(ctx, nranks, argv, progress):
+    """Start argv, SIGTERM its ranks once its progress record shows rows
+    done; (rc, stdout, stderr), or None when it ended first."""
+    p, kids = _start_and_wait(ctx, nranks, argv, progress)
+    if not p:
+        return None
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    return _finish(ctx, p, "SIGTERM")[:3]
+
+
 def case_interrupt(ctx, ranks):
     """SIGTERM to every rank mid-run, as a batch system's cancel does:
     exit 5 within seconds, nothing at the output path, the partial file
@@ -1224,15 +1235,12 @@ def _resume_matrix(ctx):
     job = ["matrix", "-q", f, "-b", f, "-m", "l2"]
     if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted matrix"):
         return
-    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
-                                             "--checkpoint-seconds", 0,
-                                             "-o", out], out + ".progress")
-    if not p:
+    got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
+                                         "--checkpoint-seconds", 0,
+                                         "-o", out], out + ".progress")
+    if not got:
         return
-    for pid in kids:
-        os.kill(pid, signal.SIGTERM)
-    rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
-    ctx.check(rc == 5, "matrix SIGTERM: exit %s, expected 5" % rc)
+    ctx.check(got[0] == 5, "matrix SIGTERM: exit %s, expected 5" % got[0])
     if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
         ctx.check(_same_results(ref, out), "resumed matrix differs")
     # again in the GPU's block order, where the last block of a query
@@ -1240,17 +1248,13 @@ def _resume_matrix(ctx):
     os.unlink(out)
     os.environ["XJ_MATRIX_OVERLAP"] = "1"
     try:
-        p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
-                                                 "--checkpoint-seconds", 0,
-                                                 "-o", out],
-                                  out + ".progress")
-        if not p:
+        got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
+                                             "--checkpoint-seconds", 0,
+                                             "-o", out], out + ".progress")
+        if not got:
             return
-        for pid in kids:
-            os.kill(pid, signal.SIGTERM)
-        rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
-        ctx.check(rc == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit %s, "
-                  "expected 5" % rc)
+        ctx.check(got[0] == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit "
+                  "%s, expected 5" % got[0])
         # other chunks (few: each block is one collective write)
         if ctx.run_ok(2, job + ["--resume", "--chunk-rows", 96, "-o", out],
                       "matrix --resume, XJ_MATRIX_OVERLAP=1"):
@@ -1847,13 +1851,11 @@ def _self_interrupted(ctx):
         for x in [out] + _left_behind(out):
             if os.path.exists(x):
                 os.unlink(x)
-        p, kids = _start_and_wait(ctx, first, job + ["-o", out],
-                                  out + ".progress")
-        if not p:
+        got = _sigterm_midway(ctx, first, job + ["-o", out],
+                              out + ".progress")
+        if not got:
             return
-        for pid in kids:
-            os.kill(pid, signal.SIGTERM)
-        rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
+        rc, sout, serr = got
         if not ctx.check(rc == 5, "self-join np%d: SIGTERM: exit %s"
                          % (first, rc)):
             _dump(sout, serr)
