@@ -30,18 +30,22 @@
  *
  * Parts (cfg.parts > 1, a self-join split over ranks, app/plan.h): every
  * rank gets the same chunks and scores share cfg.part of their pairs:
- * block pair t of the tournament (counted round by round) when t mod
- * parts = part, diagonal block i when i mod parts = part, and the plain
+ * block pair (x, y), x < y, when (x nblk + y) mod parts = part, diagonal
+ * block x when x mod parts = part, and the plain
  * pairs of the query rows split_block() gives the part. Each pair is then
  * scored on exactly one rank, and the merge of the parts' lists is the
  * lists of all pairs. The split depends on the chunk only, never on a
  * rank's threads. Without shared rows every pair is a plain one.
  *
  * Threads own query rows (cpu_topk.c), and a block pair touches the rows
- * of two blocks, so the pairs run in the rounds of a round-robin
- * tournament: in each round every block is in at most one pair, the
- * threads share the round's pairs, and a barrier ends it. Then the
- * diagonal blocks, then every row's survivors are rescored.
+ * of two blocks, so the blocks are cut into 2T groups (T threads) and the
+ * group pairs run in the rounds of a round-robin tournament: in each
+ * round every group is in at most one pair, the threads share the
+ * round's T pairs, and a barrier ends it; a last round runs each group
+ * with itself (its inner pairs and diagonal blocks). 2T barriers in all,
+ * not one per block: a thread that the OS deschedules on a busy machine
+ * stalls the others at every barrier. Then every row's survivors are
+ * rescored.
  *
  * Costs: the GEMM of the shared rows drops from len^2 d to about
  * len^2 d / 2 FLOPs (+ TB len d for the diagonal); the scans stay
@@ -105,9 +109,9 @@ static int64_t block_count(int64_t b0, int64_t len)
 }
 
 /*
- * Pair p of round r of the round-robin tournament over nb blocks (nb even
- * counting a bye, block nb - 1, when the real count is odd): the circle
- * method keeps block nb - 1 fixed and turns the others.
+ * Pair p of round r of the round-robin tournament over nb players (nb
+ * even, counting a bye, player nb - 1, when the real count is odd): the
+ * circle method keeps player nb - 1 fixed and turns the others.
  */
 static void round_pair(int64_t nb, int64_t r, int64_t p, int64_t *x,
 		       int64_t *y)
@@ -203,6 +207,41 @@ static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 }
 
 /*
+ * The block pairs of groups gx and gy (ng groups of consecutive blocks
+ * over the nblk blocks of the shared rows [b0, b0 + len)) that belong to
+ * this part: every x in gx with every y in gy, or for gx = gy the pairs
+ * x < y inside the group and its diagonal blocks. Pair (x, y), x < y, is
+ * part (x nblk + y) mod parts's, diagonal block x part x mod parts's: a
+ * deal that depends on the chunk only.
+ */
+static void group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
+		      int64_t ng, int64_t nblk, int64_t b0, int64_t len,
+		      const xj_rows *b)
+{
+	int64_t off = b->first_row - c->qfirst;
+	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
+	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
+	int64_t y0 = gy * nblk / ng, y1 = (gy + 1) * nblk / ng;
+
+	for (int64_t x = gx * nblk / ng; x < (gx + 1) * nblk / ng; x++) {
+		int64_t sx, nx, sy, ny;
+
+		block_of(b0, len, x, &sx, &nx);
+		if (gx == gy && x % parts == part)
+			cpu_tile_cols(c, t, sx + off, sx + nx + off, sx,
+				      sx + nx, b);
+		for (int64_t y = gx == gy ? x + 1 : y0; y < y1; y++) {
+			int64_t lo = x < y ? x : y, hi = x < y ? y : x;
+
+			if ((lo * nblk + hi) % parts != part)
+				continue;
+			block_of(b0, len, y, &sy, &ny);
+			pair_run(c, t, sx, nx, sy, ny, off, b);
+		}
+	}
+}
+
+/*
  * The query rows this part scores against the plain part of B, in three
  * segments: before the shared rows [q0, q1) (every chunk row), the shared
  * rows (the chunk rows outside [b0, b0 + len)), after them (every chunk
@@ -265,7 +304,8 @@ double cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0,
 	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
 	int64_t nfin = (c->qrows + tq - 1) / tq;
 	int64_t nblk = len ? block_count(b0, len) : 0;
-	int64_t nb = nblk + (nblk & 1);  /* with the bye */
+	int64_t ng = nblk < 2 * c->threads ? nblk : 2 * c->threads;
+	int64_t ngb = ng + (ng & 1);    /* with the bye */
 	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
 	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
 	int64_t r0, nr;
@@ -285,28 +325,20 @@ double cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0,
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < pr.tiles; it++)
 			plain_tile(c, t, it, &pr, b0, len, b);
-		for (int64_t r = 0; r < nb - 1; r++) {
+		for (int64_t r = 0; r < ngb - 1; r++) {
 #pragma omp for schedule(dynamic, 1)
-			for (int64_t p = 0; p < nb / 2; p++) {
-				int64_t x, y, sx, nx, sy, ny;
+			for (int64_t p = 0; p < ngb / 2; p++) {
+				int64_t gx, gy;
 
-				round_pair(nb, r, p, &x, &y);
-				if (x >= nblk || y >= nblk ||
-				    (r * (nb / 2) + p) % parts != part)
-					continue;   /* the bye, another part's */
-				block_of(b0, len, x, &sx, &nx);
-				block_of(b0, len, y, &sy, &ny);
-				pair_run(c, t, sx, nx, sy, ny, off, b);
+				round_pair(ngb, r, p, &gx, &gy);
+				if (gx < ng && gy < ng)   /* not the bye */
+					group_run(c, t, gx, gy, ng, nblk, b0,
+						  len, b);
 			}
 		}
 #pragma omp for schedule(dynamic, 1)
-		for (int64_t x = part; x < nblk; x += parts) {
-			int64_t sx, nx;
-
-			block_of(b0, len, x, &sx, &nx);
-			cpu_tile_cols(c, t, sx + off, sx + nx + off, sx,
-				      sx + nx, b);
-		}
+		for (int64_t g = 0; g < ng; g++)
+			group_run(c, t, g, g, ng, nblk, b0, len, b);
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < nfin; it++) {
 			int64_t i0 = it * tq;
