@@ -11,8 +11,10 @@
 #   plain  xjoin topk -q A:/train -b B:/train -k 10 --self   (B = copy of A)
 # Runs alternate (self, plain, self, plain, ...), each waits up to 10 s for
 # idle CPUs (compare.py's wait_quiet), best of REPS each. Prints the wall
-# time, xjoin's compute phase and GEMM FLOPs (--report-json), the share of
-# the CPUs other processes used meanwhile, the ratios plain / self, and
+# time, xjoin's compute phase and GEMM FLOPs (--report-json), the CPU
+# seconds the run used (user + system: steadier than wall time on a busy
+# machine), the share of the CPUs other processes used meanwhile, the
+# ratios plain / self, and
 # checks that both outputs hold the same bits.
 #
 # Usage: scripts/bench/self_join.sh [--reps N] [--rows N] [--dim N] [--np N]
