@@ -335,6 +335,7 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->threshold_key = job->has_threshold ?
 			     metric_value_to_key(job->metric, job->threshold) : 0;
 	cfg->self = job->self;
+	cfg->same_rows = job->same_rows;
 	cfg->threads = threads;
 	cfg->max_query_rows = p ? p->qchunk_rows : 0;
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
@@ -352,6 +353,10 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 	/* the matrix: two blocks, so that XJ_MATRIX_OVERLAP=1 (one written
 	 * while the worker thread computes the next) stays in the budget */
 	pin->out_blocks = 2;
+	/* a self-join scores the rows a base chunk shares with the query
+	 * chunk once (fp32 candidates: kernels/cpu_topk_sym.c) */
+	pin->self_join = cfg->self && cfg->same_rows &&
+			 cfg->precision == XJ_PREC_FP32;
 	pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE)
 		pin->work_per_qrow_bytes =
@@ -462,6 +467,10 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 	int64_t mine[2], all[2];
 
 	device_backend_config(run->job, &run->pl, threads, &cfg);
+	if (run->pl.split) {    /* the self-join's share of this rank */
+		cfg.part = c->rank;     /* the grid is 1 x P */
+		cfg.parts = run->pl.pc;
+	}
 	backend_open(run->job, c, dev, &cfg, &run->be, st);
 	if (comm_agree(c, st))
 		return st->code;

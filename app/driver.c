@@ -150,7 +150,8 @@ void driver_release(xj_run *run)
  * rows it computes on) and hashes only its share. Streaming: each row is
  * read and checked by exactly one rank, through a slab buffer. The shares:
  * my query block split over my row's Pc ranks, my base shard over my
- * column's Pr ranks. */
+ * column's Pr ranks (a split self-join, whose shards are all the whole
+ * base: over all ranks). */
 int driver_validate(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
@@ -165,7 +166,10 @@ int driver_validate(xj_run *run, xj_status *st)
 	resident_start(run);
 	res = run->resq != NULL;
 	split_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
-	split_block(v->brows, run->pl.pr, v->row, &b0, &bn);
+	if (run->pl.split)
+		split_block(v->brows, run->pl.pc, v->col, &b0, &bn);
+	else
+		split_block(v->brows, run->pl.pr, v->row, &b0, &bn);
 	q0 += v->q0;
 	b0 += v->b0;
 	slab = slab > run->pl.qchunk_rows ? slab : run->pl.qchunk_rows;

@@ -195,7 +195,8 @@ static int resolve_inputs(xj_job *job, h5in_info *qi, h5in_info *bi,
 	job->n = qi->rows;
 	job->m = bi->rows;
 	job->d = qi->cols;
-	if (same_input(qi, bi) &&
+	job->same_rows = same_input(qi, bi);
+	if (job->same_rows &&
 	    (job->command == XJ_CMD_TOPK || job->plan_of == XJ_CMD_TOPK ||
 	     job->command == XJ_CMD_RANGE || job->plan_of == XJ_CMD_RANGE))
 		job->self = 1;

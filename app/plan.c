@@ -7,6 +7,13 @@
 #define BCHUNK_MATRIX_MAX 4096
 #define QCHUNK_MATRIX_MAX 16384
 #define QCHUNK_MIN_WANTED 256
+/* A self-join's base chunk is one backend call of up to B^2 d / 2 GEMM
+ * FLOPs (an interrupt or snapshot waits for it): 131072 rows is 1.1e12
+ * at d = 128, a few seconds on two cores. */
+#define BCHUNK_SELF_MAX 131072
+/* Fewer shared rows than this take the backend's plain path
+ * (kernels/cpu_topk_sym.c, SYM_MIN_ROWS): a split would only cost reads. */
+#define SPLIT_MIN_ROWS 1024
 /* Part of the budget left to HDF5's chunk cache, MPI-IO buffers and
  * allocator slack, which the formula does not model: measured at about
  * 1.2 MiB for a 24 MiB matrix run (tests/integration/memory_check.py). */
@@ -91,6 +98,43 @@ static int64_t fit_qrows(const plan_in *in, int64_t b, int64_t qmax)
 	return q;
 }
 
+/* Self-join: the largest base chunk s <= the query chunk (and the cap)
+ * next to which a query chunk of s rows still fits; the query chunk
+ * becomes a multiple of it. Nothing changes when s would not exceed b. */
+static void self_chunks(const plan_in *in, int64_t qmax, int64_t bshard,
+			int64_t *q, int64_t *b)
+{
+	int64_t s = min64(min64(*q, bshard), BCHUNK_SELF_MAX);
+
+	while (s > *b && fit_qrows(in, s, qmax) < s)
+		s -= s / 4 > 0 ? s / 4 : 1;
+	if (s <= *b)
+		return;
+	*b = s;
+	*q = *q / s * s;
+}
+
+/* Self-join split over P ranks (plan.h): the chunks, or 0 when the
+ * whole set does not fit one query chunk and no size is forced. */
+static int self_split(const plan_in *in, int64_t *q, int64_t *b)
+{
+	int64_t s = min64(in->m, BCHUNK_SELF_MAX);
+
+	if (in->n < SPLIT_MIN_ROWS || (in->chunk_rows > 0 &&
+				       in->chunk_rows < SPLIT_MIN_ROWS))
+		return 0;
+	if (in->chunk_rows > 0) {
+		*q = min64(in->chunk_rows, in->n);
+		*b = min64(in->chunk_rows, in->m);
+		return 1;
+	}
+	if (fit_qrows(in, s, in->n) < in->n)
+		return 0;
+	*q = in->n;
+	*b = s;
+	return 1;
+}
+
 int plan_make(const plan_in *in, plan *out, xj_status *st)
 {
 	plan p = {0};
@@ -101,7 +145,14 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 	p.bshard_max = ceil_div(in->m, p.pc);
 	p.budget_bytes = in->budget_bytes;
 
-	if (in->chunk_rows > 0) {
+	if (in->self_join && in->cmd == XJ_CMD_TOPK && in->nranks > 1 &&
+	    in->n == in->m && self_split(in, &q, &b)) {
+		p.split = 1;
+		p.pr = 1;
+		p.pc = in->nranks;
+		p.qblock_max = in->n;
+		p.bshard_max = in->m;
+	} else if (in->chunk_rows > 0) {
 		b = min64(in->chunk_rows, p.bshard_max);
 		q = min64(in->chunk_rows, p.qblock_max);
 	} else {
@@ -117,6 +168,8 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 			b = max64(1, b / 2);
 			q = fit_qrows(in, b, qmax);
 		}
+		if (in->self_join && in->cmd == XJ_CMD_TOPK)
+			self_chunks(in, qmax, p.bshard_max, &q, &b);
 	}
 	b = max64(b, 1);
 	q = max64(q, 1);
@@ -170,6 +223,10 @@ void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
 	v->col = rank % p->pc;
 	split_block(in->n, p->pr, v->row, &v->q0, &v->qrows);
 	split_block(in->m, p->pc, v->col, &v->b0, &v->brows);
+	if (p->split) {
+		v->b0 = 0;
+		v->brows = in->m;
+	}
 	v->nqchunks = ceil_div(v->qrows, p->qchunk_rows);
 	v->nbchunks = ceil_div(v->brows, p->bchunk_rows);
 }
@@ -214,6 +271,20 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 	print_bytes(out, "backend fixed", in->work_fixed_bytes);
 	print_bytes(out, "peak per rank", p->peak_bytes);
 	print_bytes(out, "budget per rank", p->budget_bytes);
+	if (p->split)
+		fprintf(out, "# self-join split over %d ranks: each holds "
+			"every query chunk and streams the whole base; of the "
+			"rows a base chunk shares with the query chunk each "
+			"pair is scored once, block pair t (512 x 512 rows, "
+			"the upper triangle) on rank t mod %d, diagonal block "
+			"i on rank i mod %d; the other pairs split by query "
+			"row; the merge over all ranks gathers each row's "
+			"lists\n", p->pc, p->pc, p->pc);
+	else if (in->self_join && in->cmd == XJ_CMD_TOPK)
+		fprintf(out, "# self-join: the rows a base chunk shares with "
+			"the query chunk are scored once per pair (the "
+			"upper triangle of their tiles); other pairs as "
+			"usual, on the rank that owns the query row\n");
 	fprintf(out, "# memory = Q*per_query_row + B*per_base_row + fixed "
 		"(Q = query chunk, B = base chunk)\n");
 }

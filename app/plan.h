@@ -39,6 +39,21 @@
  * row's pairs when every base row is within the threshold: 12 bytes per
  * pair in the backend's list (24 while it grows by doubling) plus 12 in
  * the write buffers. So memory stays within the budget whatever the data.
+ *
+ * Self-join (plan_in.self_join): a base chunk's rows that are also the
+ * query chunk's are joined with each other once per pair (half the GEMM:
+ * kernels/cpu_topk_sym.c), so B grows up to Q (at most 131072 rows, as
+ * far as the budget allows) and Q becomes a multiple of B: with one grid
+ * row, each query chunk is then exactly one of the base chunks.
+ *
+ * On P > 1 ranks a self-join of 1024 rows or more is split instead when
+ * all n rows fit one query chunk (or --chunk-rows forces chunks of 1024
+ * rows or more): a 1 x P grid where
+ * every rank holds the same query chunks and streams the whole base, and
+ * scores share `rank` of each chunk's pairs (the block pairs of the
+ * shared rows dealt in turn, the other pairs split by query row); the
+ * merge over the grid row, which is every rank, gathers each row's lists
+ * from all shares. The triangle is then balanced over the ranks.
  */
 #define PLAN_RANGE_PAIR_BYTES 36
 #ifndef XJ_PLAN_H
@@ -64,6 +79,11 @@ typedef struct plan_in {
 				    * where one is computed while the other
 				    * is written (both backends), else 1 (0
 				    * means 1) */
+	int self_join;             /* topk of a set with itself on a backend
+				    * that scores the rows a base chunk
+				    * shares with the query chunk once
+				    * (CPU): base chunks grow to the query
+				    * chunk, up to BCHUNK_SELF_MAX rows */
 } plan_in;
 
 typedef struct plan {
@@ -74,6 +94,11 @@ typedef struct plan {
 	int64_t bchunk_rows;       /* streamed base rows */
 	int64_t qrounds;           /* query chunks of the largest block */
 	int64_t brounds;           /* base chunks of the largest shard */
+	int split;                 /* self-join split (plan_in.self_join):
+				    * a 1 x P grid whose ranks all hold
+				    * the whole base as their shard and
+				    * score share `rank` of each chunk's
+				    * pairs (xj_backend_cfg.part) */
 	int64_t peak_bytes;        /* formula above at the chosen sizes */
 	int64_t budget_bytes;
 } plan;

@@ -76,6 +76,9 @@ typedef struct xj_job {
 	int has_threshold;
 	double threshold;             /* in the metric's own units */
 	int self;                     /* exclude pairs (i, i) */
+	int same_rows;                /* queries and base are one file's one
+				       * dataset: a self-join may score each
+				       * pair once (set after parsing) */
 	int force;                    /* overwrite an existing output */
 	int resume;                   /* continue an interrupted run */
 	int64_t checkpoint_s;         /* seconds between progress records */

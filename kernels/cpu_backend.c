@@ -58,6 +58,7 @@ static void cpu_release(xj_backend *be)
 	cpu_matrix_wait(be, NULL);     /* a queued block writes to its out */
 	for (int t = 0; c->th && t < c->threads; t++) {
 		free(c->th[t].g);
+		free(c->th[t].gt);
 		free(c->th[t].cands);
 		free(c->th[t].vals);
 		free(c->th[t].bt);
@@ -107,8 +108,12 @@ static int thread_alloc(cpu_backend *c)
 		th->bd = cpu_alloc_aligned((size_t)(TB * d) * sizeof(double));
 		th->gd = cpu_alloc_aligned((size_t)MTQ * TB * sizeof(double));
 		th->amb = malloc((size_t)MTQ * TB);
+		/* the transposed tile of a self-join (cpu_topk_sym.c) */
+		th->gt = c->cfg.same_rows ? cpu_alloc_aligned((size_t)TB * TB *
+							      sizeof(float)) : NULL;
 		if (!th->g || !th->cands || !th->vals || !th->bt ||
-		    !th->qpad || !th->qd || !th->bd || !th->gd || !th->amb)
+		    !th->qpad || !th->qd || !th->bd || !th->gd || !th->amb ||
+		    (c->cfg.same_rows && !th->gt))
 			return -1;
 	}
 	return 0;
@@ -218,6 +223,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *                (matrix block) + 4 d MQ (matrix query rows)
  *                + 8 d (MTQ + TB) (matrix rows in double) + 9 MTQ*TB
  *                (dgemm tile and its undecided pairs)
+ *                + TB*TB*4 for a self-join (transposed tile, 1 MiB)
  *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
  *                (count) + 16 (pending counts) + 12 k (exact list) +
  *                16 cap (pending pairs)
@@ -243,7 +249,8 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 
 	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * (k + cap) + 8 * d * MW +
 		     4 * d * MQ + 8 * d * (MTQ + TB) + 9 * (int64_t)MTQ * TB +
-		     8 * ALIGN_BYTES;
+		     8 * ALIGN_BYTES +
+		     (cfg->same_rows ? (int64_t)TB * TB * 4 + ALIGN_BYTES : 0);
 	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||

@@ -12,6 +12,8 @@
  *                  float norms, normalised copies, bad rows
  *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
  *                  rescoring, the exact lists
+ *   cpu_topk_sym.c top-k of a self-join: the rows a base chunk shares
+ *                  with the query chunk, each pair of tiles once
  *   cpu_matrix.c   matrix blocks: dgemm values verified by their
  *                  bound, canonical ones where it does not decide
  *   cpu_range.c    range join: the top-k's GEMM tiles and gate, every
@@ -85,6 +87,7 @@ typedef struct pend_ent {
 
 typedef struct cpu_thread {
 	float *g;          /* TQ_MAX x TB GEMM tile */
+	float *gt;         /* self-join: TB x TB transposed tile */
 	cand *cands;       /* cap rescored candidates */
 	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
@@ -225,6 +228,30 @@ int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st);
 int cpu_range_take(xj_backend *be, int64_t *idx, float *val,
 		   xj_status *st);
 void cpu_range_free(cpu_backend *c);
+/* for cpu_topk_sym.c (cpu_topk.c): scan row i of a tile (columns j0 ..
+ * j0 + nb of the chunk, inside one TB sub-tile), prune, rescore and merge;
+ * a thread's query tile against the chunk rows [jb, je); the rescoring of
+ * a tile's survivors once the chunk is done; query rows per tile */
+#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, const xj_rows *b);
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
+int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st);
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b);
+int64_t cpu_tile_rows(int64_t rows, int threads);
+
+/* ---- cpu_topk_sym.c ------------------------------------------------ */
+
+/* Rows of the base chunk b that are also query rows, [*b0, *b0 + *len)
+ * in b's rows, when a self-join shares enough of them to be worth the
+ * symmetric path (fp32 candidates only); else 0. */
+int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
+		    int64_t *len);
+/* topk_add for such a chunk, or for any chunk of a part (cfg.parts > 1). */
+int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
+		xj_status *st);
 
 /* ---- cpu_matrix.c -------------------------------------------------- */
 

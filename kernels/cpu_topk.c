@@ -85,6 +85,10 @@
  *
  * topk_begin keeps a pointer to the query rows; they must stay valid and
  * unchanged until topk_end. Base rows are only used inside topk_add.
+ *
+ * Self-joins: a base chunk that shares rows with the query chunk goes to
+ * cpu_topk_sym.c, which scores each pair of those rows once and feeds
+ * both lists through cpu_scan_row and the same pending lists.
  */
 #include "cpu_backend_int.h"
 
@@ -98,7 +102,6 @@
 #include "topk.h"
 
 #define SCAN_W 32       /* scan block: elements tested before a branch */
-#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
 
 /* ---- rescoring lanes ----------------------------------------------- */
 
@@ -569,7 +572,7 @@ static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
  * them, then drop the pending pairs the tighter gate rules out (file
  * comment, "Deferred rescoring").
  */
-static void query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 {
 	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
@@ -658,7 +661,7 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
 		pend_bounds(c->cfg.metric, j, g, off, err);
 	if (c->npend[i] < c->cap)
 		return 0;
-	query_prune(c, t, i);
+	cpu_query_prune(c, t, i);
 	if (c->npend[i] > c->cap - c->cap / 4)
 		query_flush(c, t, i, b);
 	return 1;
@@ -693,12 +696,13 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		query_push(c, t, i, j0 + best, g[best], off, err, b);
 		g[best] = NAN;
 	}
-	query_prune(c, t, i);
+	cpu_query_prune(c, t, i);
 }
 
-/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk). */
-static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i,
-		     float *g, int64_t j0, int64_t nb, const xj_rows *b)
+/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, inside
+ * one TB sub-tile). */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, const xj_rows *b)
 {
 	double err = row_err(c, i, j0 / TB), off = row_offset(c, i);
 	float thr;
@@ -775,27 +779,52 @@ int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 	return tile_gemm(c, t, qa, ba, i0, i1 - i0, *nb, j0, st);
 }
 
+/*
+ * One thread's query tile [i0, i1) against the chunk rows [jb, je), in
+ * sub-tiles that do not cross a multiple of TB (submax is per TB rows).
+ */
+int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->qx;
+	const float *ba = cosine ? c->bhat : b->x;
+
+	for (int64_t j0 = jb; j0 < je; ) {
+		int64_t end = (j0 / TB + 1) * TB < je ? (j0 / TB + 1) * TB : je;
+		int64_t nb = end - j0;
+
+		if (tile_gemm(c, t, qa, ba, i0, i1 - i0, nb, j0, st))
+			return st->code;
+		for (int64_t i = i0; i < i1; i++)
+			cpu_scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
+		/* tighten the gates for the next sub-tile */
+		for (int64_t i = i0; i < i1; i++)
+			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
+				cpu_query_prune(c, t, i);
+		j0 = end;
+	}
+	return XJ_OK;
+}
+
+/* The chunk's rows are gone after topk_add: rescore the survivors of the
+ * query rows [i0, i1). */
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b)
+{
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i])
+			cpu_query_prune(c, t, i);
+	tile_flush(c, t, i0, i1, 1, b);
+}
+
 /* One thread's query tile [i0, i1) against the whole base chunk. */
 static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		    const xj_rows *b, xj_status *st)
 {
-	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		int64_t nb;
-
-		if (cpu_subtile_gemm(c, t, i0, i1, b, j0, &nb, st))
-			return st->code;
-		for (int64_t i = i0; i < i1; i++)
-			scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
-		/* tighten the gates for the next sub-tile */
-		for (int64_t i = i0; i < i1; i++)
-			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
-				query_prune(c, t, i);
-	}
-	/* the chunk's rows are gone after topk_add: rescore the survivors */
-	for (int64_t i = i0; i < i1; i++)
-		if (c->npend[i])
-			query_prune(c, t, i);
-	tile_flush(c, t, i0, i1, 1, b);
+	if (cpu_tile_cols(c, t, i0, i1, 0, b->rows, b, st))
+		return st->code;
+	cpu_tile_finish(c, t, i0, i1, b);
 	return XJ_OK;
 }
 
@@ -842,7 +871,7 @@ int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st)
 
 /* Tiles per thread team: enough to keep every thread busy, at most TQ_MAX
  * rows each. */
-static int64_t tile_rows(int64_t rows, int threads)
+int64_t cpu_tile_rows(int64_t rows, int threads)
 {
 	int64_t nt = (rows + TQ_MAX - 1) / TQ_MAX;
 
@@ -893,7 +922,7 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
 		  xj_status *st)
 {
-	int64_t tq = tile_rows(c->qrows, c->threads);
+	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
 	int64_t ntiles = (c->qrows + tq - 1) / tq;
 	double flops = 0, rescored = 0;
 	int team, failed = 0;
@@ -936,12 +965,15 @@ int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
 int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
+	int64_t s0, slen;
 
 	if (!c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: topk_add before topk_begin");
 	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
 		return st->code;
+	if (cpu_sym_overlap(c, b, &s0, &slen) || c->cfg.parts > 1)
+		return cpu_sym_add(c, b, s0, slen, st);
 	return cpu_tiles_run(c, b, tile_run, st);
 }
 

@@ -45,6 +45,9 @@
 static const contract_backend *cur;
 /* --small: leave out the data sized for the CUDA tiles */
 static int small_only;
+/* cfg.same_rows for self cases (q == b): the self-join path may score
+ * each pair of shared rows once */
+static int same_rows;
 
 /* ---- data ---------------------------------------------------------- */
 
@@ -323,6 +326,7 @@ static xj_backend_cfg cfg_of(const tcase *tc, int threads)
 	cfg.has_threshold = tc->has_threshold;
 	cfg.threshold_key = tc->threshold_key;
 	cfg.self = tc->self;
+	cfg.same_rows = tc->self && same_rows;
 	cfg.threads = threads;
 	return cfg;
 }
@@ -520,6 +524,35 @@ static void test_duplicates(void)
 	free(q);
 	free(tb);
 	free(tq);
+}
+
+/* Self-joins of 2100 rows with each other (same_rows): chunks sharing
+ * 1024 rows or more take the CPU's symmetric path (3 or 5 blocks of up
+ * to 512 rows, partial ones, thread teams, chunks where fewer rows are
+ * shared and the plain path runs); the lists must be the plain path's,
+ * that is the reference. Gaussian rows with 300 exact duplicates, then
+ * rows of 40 distinct values (ties everywhere). */
+static const chunking self_chunks[] = {
+	{ 0, 0, 0, 2 },
+	{ 1100, 1100, 0, 3 },
+	{ 2100, 1050, 0, 1 },
+	{ 1050, 2100, 1, 2 },
+};
+
+static void test_self_join(void)
+{
+	const int64_t n = 2100, d = 16, ks[] = { 10 };
+	float *g = gauss_rows(n, d, 0, 1), *t = dup_rows(n, d, 40);
+
+	CU_ASSERT_FATAL(g && t);
+	memcpy(g + (n - 300) * d, g, sizeof(float) * (size_t)(300 * d));
+	same_rows = 1;
+	CU_ASSERT_EQUAL(sweep(g, n, g, n, d, ks, 1, self_chunks,
+			      (int)UNIT_COUNT(self_chunks)), 0);
+	CU_ASSERT_EQUAL(sweep(t, n, t, n, d, ks, 1, self_chunks, 1), 0);
+	same_rows = 0;
+	free(g);
+	free(t);
 }
 
 /* k above the base size: (+inf, -1) padding, with and without threshold
@@ -1254,6 +1287,7 @@ static const unit_test contract_tests[] = {
 	{ "large norms need rescoring", test_large_norms },
 	{ "near ties need rescoring", test_near_ties },
 	{ "duplicated rows (ties)", test_duplicates },
+	{ "self-join: shared rows scored once", test_self_join },
 	{ "k above the base: padding", test_padding },
 	{ "threshold extremes", test_threshold_extremes },
 	{ "empty chunks", test_empty_chunks },

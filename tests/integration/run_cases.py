@@ -39,6 +39,11 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
   diskfull        the output's file system fills up mid-run (a tmpfs,
                   root only; skipped, exit 77, elsewhere): exit 4, the
                   work the record names kept and right; --resume finishes
+  selfjoin        a self-join (its pairs scored once) against the plain
+                  path (a copy of the file) and the reference: every
+                  metric, ties and duplicate rows, a threshold, 1..4
+                  ranks, forced chunks; interrupted and resumed on
+                  another rank count
 """
 
 import argparse
@@ -1184,6 +1189,17 @@ def _finish(ctx, p, what):
     return p.returncode, sout, serr, dt
 
 
+def _sigterm_midway(ctx, nranks, argv, progress):
+    """Start argv, SIGTERM its ranks once its progress record shows rows
+    done; (rc, stdout, stderr), or None when it ended first."""
+    p, kids = _start_and_wait(ctx, nranks, argv, progress)
+    if not p:
+        return None
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    return _finish(ctx, p, "SIGTERM")[:3]
+
+
 def case_interrupt(ctx, ranks):
     """SIGTERM to every rank mid-run, as a batch system's cancel does:
     exit 5 within seconds, nothing at the output path, the partial file
@@ -1355,15 +1371,12 @@ def _resume_matrix(ctx):
     job = ["matrix", "-q", f, "-b", f, "-m", "l2"]
     if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted matrix"):
         return
-    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
-                                             "--checkpoint-seconds", 0,
-                                             "-o", out], out + ".progress")
-    if not p:
+    got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
+                                         "--checkpoint-seconds", 0,
+                                         "-o", out], out + ".progress")
+    if not got:
         return
-    for pid in kids:
-        os.kill(pid, signal.SIGTERM)
-    rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
-    ctx.check(rc == 5, "matrix SIGTERM: exit %s, expected 5" % rc)
+    ctx.check(got[0] == 5, "matrix SIGTERM: exit %s, expected 5" % got[0])
     if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
         ctx.check(_same_results(ref, out), "resumed matrix differs")
     # again in the GPU's block order, where the last block of a query
@@ -1371,17 +1384,13 @@ def _resume_matrix(ctx):
     os.unlink(out)
     os.environ["XJ_MATRIX_OVERLAP"] = "1"
     try:
-        p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 8,
-                                                 "--checkpoint-seconds", 0,
-                                                 "-o", out],
-                                  out + ".progress")
-        if not p:
+        got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
+                                             "--checkpoint-seconds", 0,
+                                             "-o", out], out + ".progress")
+        if not got:
             return
-        for pid in kids:
-            os.kill(pid, signal.SIGTERM)
-        rc, sout, serr, _ = _finish(ctx, p, "SIGTERM")
-        ctx.check(rc == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit %s, "
-                  "expected 5" % rc)
+        ctx.check(got[0] == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit "
+                  "%s, expected 5" % got[0])
         # other chunks (few: each block is one collective write)
         if ctx.run_ok(2, job + ["--resume", "--chunk-rows", 96, "-o", out],
                       "matrix --resume, XJ_MATRIX_OVERLAP=1"):
@@ -1880,6 +1889,119 @@ def case_diskfull(ctx, ranks):
         tmpfs.umount(mnt)
 
 
+def self_rows(ctx, path, copy, n=2600):
+    """/train of path and copy: the random base (ties, duplicates, far
+    rows) followed by a copy of its first rows, so every one of those has
+    an exact duplicate (distance 0, ordered by index alone)."""
+    b = random_inputs()[1]
+    x = np.concatenate([b, b[:n - len(b)]])
+    for p in (path, copy):
+        with h5py.File(p, "w") as h5:
+            h5["train"] = x
+
+
+# (ranks, metric, extra options): the shared rows of a chunk reach the
+# symmetric path (>= 1024 of them) on 1 rank, and with chunks of 1100 rows
+# (3 blocks, the last partial; a round whose 400 shared rows take the
+# plain path); 2, 3 and 4 ranks split the self-join (a 1 x P grid, every
+# rank scoring its share of each chunk's pairs, plan.h), also with forced
+# chunks. Tiny chunks are the plain path's: the invariance case covers
+# them.
+SELF_JOBS = (
+    (1, "l2", []), (1, "sqeuclidean", []), (1, "cosine", []), (1, "ip", []),
+    (1, "l2", ["--chunk-rows", 1100]), (2, "cosine", ["--chunk-rows", 1100]),
+    (3, "ip", []), (4, "l2", []),
+)
+
+
+def case_selfjoin(ctx, ranks):
+    """A self-join scores the pairs of a chunk's own rows once; the
+    result must be the bits of the plain path, which a second copy of the
+    file runs (xjoin cannot tell it holds the same rows)."""
+    self_rows(ctx, ctx.path("self.h5"), ctx.path("copy.h5"))
+    f, copy = ctx.path("self.h5:/train"), ctx.path("copy.h5:/train")
+    plain = {}
+    for metric in METRICS:
+        plain[metric] = ctx.path("plain-%s.h5" % metric)
+        ref = ctx.ref_topk("self.h5", "self.h5", 10, metric, None, True)
+        ctx.result(1, ["topk", "-q", f, "-b", copy, "--self", "-k", 10,
+                       "-m", metric], plain[metric], ref,
+                   "plain path (copy) %s" % metric)
+    for nranks, metric, extra in SELF_JOBS:
+        if nranks not in ranks:
+            continue
+        what = "np%d self %s %s" % (nranks, metric, " ".join(map(str, extra)))
+        out = ctx.path("self-out.h5")
+        ref = ctx.ref_topk("self.h5", "self.h5", 10, metric, None, True)
+        if ctx.result(nranks, ["topk", "-q", f, "-b", f, "-k", 10, "-m",
+                               metric] + extra, out, ref, what):
+            ctx.check(_same_results(plain[metric], out),
+                      "%s: differs from the plain path" % what)
+    if 1 in ranks:
+        _self_glove(ctx)
+        t = threshold_for(plain["l2"], 3)
+        ref = ctx.ref_topk("self.h5", "self.h5", 40, "l2", t, True)
+        ctx.result(1, ["topk", "-q", f, "-b", f, "-k", 40, "-t", fval(t)],
+                   ctx.path("self-t.h5"), ref, "np1 self l2 k=40 -t")
+    if 2 in ranks:
+        _self_interrupted(ctx)
+
+
+def _self_glove(ctx):
+    """Real data: 3,000 GloVe rows of data/glove-demo.h5, cosine."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                       "..", "data", "glove-demo.h5")
+    with h5py.File(src, "r") as h5:
+        x = h5["train"][:3000]
+    for name in ("glove.h5", "glove-copy.h5"):
+        with h5py.File(ctx.path(name), "w") as h5:
+            h5["train"] = x
+    g, copy = ctx.path("glove.h5:/train"), ctx.path("glove-copy.h5:/train")
+    ref = ctx.ref_topk("glove.h5:/train", "glove.h5:/train", 10, "cosine",
+                       None, True)
+    outs = (ctx.path("glove-self.h5"), ctx.path("glove-plain.h5"))
+    if ctx.result(1, ["topk", "-q", g, "-b", g, "-k", 10, "-m", "cosine"],
+                  outs[0], ref, "np1 self GloVe cosine") and \
+            ctx.result(1, ["topk", "-q", g, "-b", copy, "--self", "-k", 10,
+                           "-m", "cosine"], outs[1], ref,
+                       "np1 plain path (copy) GloVe cosine"):
+        ctx.check(_same_results(*outs), "GloVe: the self-join differs "
+                  "from the plain path")
+
+
+def _self_interrupted(ctx):
+    """SIGTERM to a self-join of 11 rounds of 11 chunks (one of each
+    round's symmetric) once a round is done (the signal most likely lands
+    inside a round, which records its lists so far): --resume on another
+    rank count finishes with the uninterrupted bits."""
+    f = ctx.path("big.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 12000, "--dim", 24, "--queries",
+                          1, "--seed", 7, "-o", f], "gen input"):
+        return
+    ref, out = ctx.path("big-ref.h5"), ctx.path("big-out.h5")
+    job = ["topk", "-q", f + ":/train", "-b", f + ":/train", "-k", 10,
+           "--chunk-rows", 1100, "--checkpoint-seconds", 0]
+    if not ctx.run_ok(1, job + ["-o", ref], "uninterrupted self-join"):
+        return
+    for first, then in ((1, 2), (2, 1)):
+        for x in [out] + _left_behind(out):
+            if os.path.exists(x):
+                os.unlink(x)
+        got = _sigterm_midway(ctx, first, job + ["-o", out],
+                              out + ".progress")
+        if not got:
+            return
+        rc, sout, serr = got
+        if not ctx.check(rc == 5, "self-join np%d: SIGTERM: exit %s"
+                         % (first, rc)):
+            _dump(sout, serr)
+            return
+        if ctx.run_ok(then, job + ["--resume", "-o", out],
+                      "self-join --resume np%d -> np%d" % (first, then)):
+            ctx.check(_same_results(ref, out), "self-join np%d -> np%d: "
+                      "resumed output differs" % (first, then))
+
+
 CASES = {
     "topk_random": case_topk_random,
     "invariance": case_invariance,
@@ -1899,6 +2021,7 @@ CASES = {
     "devices": case_devices,
     "diskfull": case_diskfull,
     "shards": shard_inputs.case_shards,
+    "selfjoin": case_selfjoin,
 }
 
 

@@ -57,6 +57,41 @@ static void test_grid_follows_shape(void)
 	CU_ASSERT_EQUAL(p.pr * p.pc, 7);
 }
 
+/* Self-join: one rank grows the base chunk to the query chunk; several
+ * ranks split the set (1 x P, the whole base each) when it fits one query
+ * chunk, and keep the ordinary grid when it does not. */
+static void test_self_join(void)
+{
+	plan p;
+	plan_rank_view v;
+	xj_status st;
+	plan_in in = topk_in(100000, 100000, 1, INT64_C(1) << 32);
+
+	xj_ok(&st);
+	in.self_join = 1;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.qchunk_rows, 100000);
+	CU_ASSERT_EQUAL(p.bchunk_rows, 100000);
+	CU_ASSERT_EQUAL(p.split, 0);
+	in = topk_in(50000, 50000, 4, INT64_C(1) << 32);
+	in.self_join = 1;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.split, 1);
+	CU_ASSERT_EQUAL(p.pr, 1);
+	CU_ASSERT_EQUAL(p.pc, 4);
+	CU_ASSERT_EQUAL(p.qchunk_rows, 50000);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	plan_rank(&in, &p, 3, &v);
+	CU_ASSERT(v.q0 == 0 && v.qrows == 50000 && v.b0 == 0 &&
+		  v.brows == 50000);
+	/* 64 MiB cannot hold 50k query rows: the ordinary 2 x 2 grid */
+	in.budget_bytes = INT64_C(64) << 20;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.split, 0);
+	CU_ASSERT_EQUAL(p.pr, 2);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+}
+
 static void test_budget_respected(void)
 {
 	plan_in in = topk_in(1000000, 1000000, 2, INT64_C(64) << 20);
@@ -163,6 +198,7 @@ int main(void)
 	static const unit_test tests[] = {
 		{ "balanced blocks cover rows", test_block_covers },
 		{ "grid follows n/m", test_grid_follows_shape },
+		{ "self-join chunks and split", test_self_join },
 		{ "peak within budget", test_budget_respected },
 		{ "budget too small", test_budget_too_small },
 		{ "range: P x 1, pairs bounded", test_range },
