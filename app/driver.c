@@ -1,5 +1,6 @@
-/* driver.c: validation, progress and the full matrix (see driver.h); the
- * top-k rounds are in driver_topk.c. */
+/* driver.c: validation and progress (see driver.h); the top-k rounds are
+ * in driver_topk.c, the full matrix in driver_matrix.c, the range join in
+ * driver_range.c. */
 #include "driver.h"
 
 #include <inttypes.h>
@@ -222,9 +223,21 @@ const float *driver_input_rows(xj_run *run, h5in *in, int base,
 
 /* ---- progress --------------------------------------------------------- */
 
-int driver_round_done(xj_run *run, int64_t r, xj_status *st)
+int driver_rows_final(xj_run *run, int64_t a, int64_t b, xj_status *st)
 {
 	xj_progress *p = &run->prog;
+
+	if (spans_add(&p->rec.done, a, b, st))
+		return st->code;
+	/* lists of final rows are of no use: the next record drops them
+	 * (its lists file stays until a snapshot replaces it) */
+	if (resume_inround_done(&p->rec.inround, &p->rec.done))
+		resume_inround_clear(&p->rec.inround);
+	return XJ_OK;
+}
+
+int driver_round_done(xj_run *run, int64_t r, xj_status *st)
+{
 	int64_t qc = run->pl.qchunk_rows;
 
 	for (int i = 0; i < run->pl.pr; i++) {
@@ -232,14 +245,11 @@ int driver_round_done(xj_run *run, int64_t r, xj_status *st)
 
 		plan_rank(&run->pin, &run->pl, i * run->pl.pc, &w);
 		if (r < w.nqchunks &&
-		    spans_add(&p->rec.done, w.q0 + r * qc,
-			      min64(w.q0 + (r + 1) * qc, w.q0 + w.qrows), st))
+		    driver_rows_final(run, w.q0 + r * qc,
+				      min64(w.q0 + (r + 1) * qc,
+					    w.q0 + w.qrows), st))
 			return st->code;
 	}
-	/* lists of final rows are of no use: the next record drops them
-	 * (its lists file stays until a snapshot replaces it) */
-	if (resume_inround_done(&p->rec.inround, &p->rec.done))
-		resume_inround_clear(&p->rec.inround);
 	return XJ_OK;
 }
 
@@ -287,6 +297,8 @@ int64_t driver_chunks_todo(const xj_run *run)
 
 	if (run->job->command == XJ_CMD_RANGE)
 		return driver_range_chunks(run);
+	if (run->job->command == XJ_CMD_MATRIX && driver_matrix_sym(run))
+		return driver_matrix_sym_blocks(run);
 	if (!v->brows)
 		return 0;
 	for (int64_t r = 0; r < v->nqchunks; r++) {
@@ -311,156 +323,5 @@ int driver_open_inputs(xj_run *run, h5in **qin, h5in **bin,
 	if (!st->code && run->view.qrows && run->view.brows)
 		h5in_open(&run->binfo, bin, st);
 	guard_end();
-	return st->code;
-}
-
-/* ---- full matrix ------------------------------------------------------ */
-
-/* One block of the matrix: where it goes and the buffer that holds it. */
-typedef struct mblock {
-	int64_t q0, qrows, b0, brows;
-	int64_t round;          /* its query round */
-	int last;               /* the last block of that round */
-	float *out;
-} mblock;
-
-/* Write a block (collective); the last of a round makes its rows final.
- * The time since *t0 (the ranks' agreement before it included) is the
- * write's; a checkpoint charges its own. */
-static int matrix_put(xj_run *run, int slot, const mblock *k, double *t0,
-		      xj_status *st)
-{
-	if (h5out_write(run->out, slot, k->q0, k->brows ? k->qrows : 0, k->b0,
-			k->brows, k->out, st))
-		return st->code;
-	run->rep->write_bytes += k->qrows * k->brows * (int64_t)sizeof(float);
-	if (k->last && driver_round_done(run, k->round, st))
-		return st->code;
-	report_add(run->rep, PH_WRITE, t0);
-	if (k->last && driver_checkpoint(run, 0, st))
-		return st->code;
-	*t0 = report_now();
-	return XJ_OK;
-}
-
-/* Wait for the queued block, if any: the time since *t0 is compute. */
-static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
-			       xj_status *st)
-{
-	if (!*queued)
-		return;
-	*queued = 0;
-	run->be->matrix_wait(run->be, st);
-	run->rep->gemm_flops = run->be->gemm_flops;
-	report_add(run->rep, PH_COMPUTE, t0);
-	report_progress(run->rep, run->comm);
-}
-
-/*
- * A backend for which the overlap pays (matrix_async: a GPU) gets two
- * block buffers in turn: block i is queued, block i - 1 is written while
- * the backend computes block i, then block i is waited for. Otherwise
- * (the CPU) one buffer does, and each block is written once computed.
- * XJ_MATRIX_OVERLAP=1 takes the two-buffer order on any backend (the CPU
- * computes on its worker thread meanwhile), XJ_MATRIX_OVERLAP=0 the
- * one-buffer order: the tests cover both, benchmarks measure them.
- */
-int driver_matrix(xj_run *run, xj_status *st)
-{
-	const plan_rank_view *v = &run->view;
-	xj_backend *be = run->be;
-	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
-	int64_t bc = run->pl.bchunk_rows, nblocks = 0;
-	const char *overlap = getenv("XJ_MATRIX_OVERLAP");
-	int nbuf = overlap && !strcmp(overlap, "0") ? 1 :
-		   be->matrix_async || (overlap && !strcmp(overlap, "1")) ?
-		   2 : 1;
-	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
-	h5in *qin = NULL, *bin = NULL;
-	mblock done = { 0 };    /* computed, not yet written when pending */
-	int slot, queued = 0, pending = 0;
-	double t0 = report_now();
-
-	/* inputs in memory need no read buffers */
-	q = driver_alloc((size_t)(run->resq ? 0 : qc * d), sizeof(float),
-			 "queries", st);
-	b = driver_alloc((size_t)(run->resq ? 0 : bc * d), sizeof(float),
-			 "base rows", st);
-	for (int i = 0; i < nbuf && !st->code; i++)
-		blk[i] = be->block_alloc(be, qc * bc, st);
-	if (!st->code)
-		driver_open_inputs(run, &qin, &bin, st);
-	if (comm_agree(run->comm, st))
-		goto out;
-	report_add(run->rep, PH_READ, &t0);
-	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n,
-			      run->job->m, qc, &slot, st))
-		goto out;
-	report_add(run->rep, PH_WRITE, &t0);
-	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
-		int64_t q0 = v->q0 + qr * qc;
-		int64_t qrows = qr < v->nqchunks ?
-				min64(qc, v->q0 + v->qrows - q0) : 0;
-		xj_rows qx = { NULL, 0, d, q0, 0 };
-
-		qx.rows = qrows = driver_rows_to_do(run, q0, qrows);
-		qx.tag = (uint64_t)qr + 1;   /* the same rows for every block */
-		if (qrows && v->brows)
-			qx.x = driver_input_rows(run, qin, 0, q0, qrows, q, st);
-		report_add(run->rep, PH_READ, &t0);
-		for (int64_t br = 0; br < run->pl.brounds; br++) {
-			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
-				       br == run->pl.brounds - 1,
-				       blk[nblocks++ % nbuf] };
-			xj_rows bx = { NULL, 0, d, cur.b0, 0 };
-
-			if (qrows && br < v->nbchunks)
-				cur.brows = min64(bc, v->b0 + v->brows - cur.b0);
-			if (!st->code && cur.brows) {
-				bx.rows = cur.brows;
-				bx.x = driver_input_rows(run, bin, 1, cur.b0,
-						  cur.brows, b, st);
-				report_add(run->rep, PH_READ, &t0);
-				if (bx.x && !be->matrix_start(be, &qx, &bx,
-							      cur.out, st))
-					queued = 1;
-				report_add(run->rep, PH_COMPUTE, &t0);
-			}
-			if (nbuf == 1) {        /* computed: write it now */
-				matrix_wait_queued(run, &queued, &t0, st);
-				done = cur;
-				pending = 1;
-			}
-			/* errors and signals are agreed on at each block */
-			if (comm_agree(run->comm, st))
-				goto out;
-			if (pending && matrix_put(run, slot, &done, &t0, st))
-				goto out;
-			pending = 0;
-			if (nbuf == 2) {        /* written above while it ran */
-				matrix_wait_queued(run, &queued, &t0, st);
-				done = cur;
-				pending = 1;
-			}
-		}
-	}
-	if (!comm_agree(run->comm, st) && pending)
-		matrix_put(run, slot, &done, &t0, st);
-out:
-	if (queued) {   /* its buffer is about to be freed */
-		xj_status ignored;
-
-		xj_ok(&ignored);
-		(void)be->matrix_wait(be, &ignored);
-	}
-	if (qin)
-		h5in_close(qin);
-	if (bin)
-		h5in_close(bin);
-	free(q);
-	free(b);
-	for (int i = 0; i < nbuf; i++)
-		if (blk[i])
-			be->block_free(be, blk[i]);
 	return st->code;
 }

@@ -40,5 +40,12 @@ int64_t driver_rows_to_do(const xj_run *run, int64_t q0, int64_t qrows);
 /* Query round r of every grid row is written: its rows are final. Every
  * rank adds the same spans, so every rank holds the same record. */
 int driver_round_done(xj_run *run, int64_t r, xj_status *st);
+/* Rows [a, b) are written and final (every rank calls it alike). */
+int driver_rows_final(xj_run *run, int64_t a, int64_t b, xj_status *st);
+
+/* The matrix of a set with itself takes the triangle (driver_matrix.c);
+ * then this rank's blocks still to compute. */
+int driver_matrix_sym(const xj_run *run);
+int64_t driver_matrix_sym_blocks(const xj_run *run);
 
 #endif

@@ -598,7 +598,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		.cmd = cmd, .metric = job->metric, .n = job->n, .m = job->m,
 		.d = job->d, .k = cmd == XJ_CMD_TOPK ? job->k : 0,
 		.nranks = c->nranks, .budget_bytes = rank_budget(job, c, &dev),
-		.chunk_rows = job->chunk_rows,
+		.chunk_rows = job->chunk_rows, .same_rows = job->same_rows,
 	};
 	device_plan(&run.pin, &cfg, threads, &dev, &run.pl, st);
 	if (comm_agree(c, st))

@@ -244,9 +244,19 @@ static void print_bytes(FILE *out, const char *name, int64_t bytes)
 	fprintf(out, "| %-22s | %14.1f %-3s |\n", name, v, unit[u]);
 }
 
+int64_t plan_tri_side(const plan_in *in, const plan *p)
+{
+	int64_t t = p->qchunk_rows < p->bchunk_rows ? p->qchunk_rows :
+		    p->bchunk_rows;
+	int64_t sixteenth = ((in->n + 15) / 16 + 255) / 256 * 256;
+
+	return t < sixteenth ? t : sixteenth;
+}
+
 void plan_print(FILE *out, const plan_in *in, const plan *p)
 {
 	int64_t qrow = qrow_bytes(in, p->bchunk_rows);
+	int64_t tri = plan_tri_side(in, p);
 
 	fprintf(out, "# plan: %s, %d rank(s)\n",
 		in->cmd == XJ_CMD_MATRIX ? "matrix" :
@@ -285,6 +295,16 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 			"the query chunk are scored once per pair (the "
 			"upper triangle of their tiles); other pairs as "
 			"usual, on the rank that owns the query row\n");
+	if (in->cmd == XJ_CMD_MATRIX && in->same_rows && in->n == in->m &&
+	    in->n > tri) {
+		int64_t nb = (in->n + tri - 1) / tri;
+
+		fprintf(out, "# the same rows on both sides: the upper "
+			"triangle, %" PRId64 " blocks of %" PRId64 " rows (of %"
+			PRId64 " x %" PRId64 "), each written with its "
+			"transpose, dealt over the ranks in turn\n",
+			nb * (nb + 1) / 2, tri, nb, nb);
+	}
 	fprintf(out, "# memory = Q*per_query_row + B*per_base_row + fixed "
 		"(Q = query chunk, B = base chunk)\n");
 }

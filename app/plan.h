@@ -79,6 +79,9 @@ typedef struct plan_in {
 				    * where one is computed while the other
 				    * is written (both backends), else 1 (0
 				    * means 1) */
+	int same_rows;             /* queries and base are the same rows: a
+				    * matrix computes the upper triangle
+				    * (app/driver_matrix.c) */
 	int self_join;             /* topk of a set with itself on a backend
 				    * that scores the rows a base chunk
 				    * shares with the query chunk once
@@ -140,6 +143,12 @@ void plan_rank(const plan_in *in, const plan *p, int rank,
 	       plan_rank_view *v);
 
 /* Print the plan (grid, blocks, chunk sizes, memory formula) as a table. */
+/* The square blocks of a matrix of a set with itself (the upper triangle,
+ * app/driver_matrix.c): the smaller chunk, and at most n/16 rows (rounded
+ * up to 256) so that the diagonal blocks, computed whole, stay a small
+ * part of the triangle (1/16 of the blocks computed at most: 1.88x fewer
+ * than the whole matrix). */
+int64_t plan_tri_side(const plan_in *in, const plan *p);
 void plan_print(FILE *out, const plan_in *in, const plan *p);
 
 #endif

@@ -17,7 +17,14 @@
 # ratios plain / self, and
 # checks that both outputs hold the same bits.
 #
+# --matrix: the full matrix instead (default 40,000 rows): the self run
+# computes the upper triangle of blocks and writes each block and its
+# transpose (app/driver_matrix.c); the bytes written are the same, so on a
+# disk slower than the compute the ratio tends to 1: --out-dir /dev/shm
+# writes the outputs to memory and shows the compute's share.
+#
 # Usage: scripts/bench/self_join.sh [--reps N] [--rows N] [--dim N] [--np N]
+#                                   [--matrix] [--out-dir DIR]
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench),
 #   THREADS (2).
 set -euo pipefail
@@ -29,8 +36,10 @@ work=${BENCH_DIR:-$root/build/bench}
 threads=${THREADS:-2}
 reps=3
 np=1
-rows=100000
+rows=
 dim=128
+cmd=topk
+outdir=
 args="$*"
 
 die() { echo "self_join.sh: $*" >&2; exit 1; }
@@ -40,11 +49,14 @@ while [ $# -gt 0 ]; do
 	--rows) rows=$2; shift ;;
 	--dim) dim=$2; shift ;;
 	--np) np=$2; shift ;;
+	--matrix) cmd=matrix ;;
+	--out-dir) outdir=$2; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
 	shift
 done
+[ -n "$rows" ] || { [ $cmd = matrix ] && rows=40000 || rows=100000; }
 [ -x "$xjoin" ] || die "no xjoin binary at $xjoin (scripts/build.sh first)"
 mkdir -p "$work"
 a=$work/self-$rows-$dim.h5
@@ -59,4 +71,5 @@ fi
 echo "# command: $0 $args"
 
 exec /usr/bin/python3 "$here/self_join.py" --xjoin "$xjoin" --a "$a" --b "$b" \
-	--workdir "$work" --threads "$threads" --reps "$reps" --np "$np"
+	--workdir "$work" --threads "$threads" --reps "$reps" --np "$np" \
+	--cmd "$cmd" --out-dir "${outdir:-$work}"

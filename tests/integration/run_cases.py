@@ -1945,6 +1945,9 @@ def case_selfjoin(ctx, ranks):
                    ctx.path("self-t.h5"), ref, "np1 self l2 k=40 -t")
     if 2 in ranks:
         _self_interrupted(ctx)
+    _self_matrix(ctx, ranks)
+    if 2 in ranks:
+        _self_matrix_interrupted(ctx)
 
 
 def _self_glove(ctx):
@@ -1999,6 +2002,85 @@ def _self_interrupted(ctx):
         if ctx.run_ok(then, job + ["--resume", "-o", out],
                       "self-join --resume np%d -> np%d" % (first, then)):
             ctx.check(_same_results(ref, out), "self-join np%d -> np%d: "
+                      "resumed output differs" % (first, then))
+
+
+# (ranks, extra options) of the self matrix: the triangle's blocks are the
+# smaller chunk and at most n/16 rows rounded up to 256 (plan_tri_side:
+# 256 rows for these 2,600), dealt over 2, 3 and 4 ranks in turn.
+SELF_MATRIX_JOBS = (
+    (1, []), (1, ["--chunk-rows", 700]), (2, ["--chunk-rows", 1000]),
+    (3, ["--chunk-rows", 500]), (4, []),
+)
+
+
+def _self_matrix(ctx, ranks):
+    """The matrix of a set with itself computes the upper triangle of
+    blocks and writes each block and its transpose: the same bytes as the
+    plain path (a copy of the file), every metric, several rank counts
+    and block sizes, on the duplicate rows of self.h5 and on values
+    spread from 1e-20 to 1e15."""
+    rng = np.random.default_rng(41)
+    wide = rng.standard_normal((1500, 16)) * \
+        10.0 ** rng.integers(-20, 16, (1500, 1))
+    wide[700:760] = wide[:60]                  # exact duplicates
+    wide[800:860] = wide[:60] * (1 + 2e-7)     # near duplicates
+    for name in ("wide.h5", "wide-copy.h5"):
+        with h5py.File(ctx.path(name), "w") as h5:
+            h5["train"] = wide.astype(np.float32)
+    sets = (("self.h5", "copy.h5", METRICS), ("wide.h5", "wide-copy.h5",
+                                               ("l2", "ip")))
+    for name, copy, metrics in sets:
+        f, c = ctx.path(name + ":/train"), ctx.path(copy + ":/train")
+        for metric in metrics:
+            plain = ctx.path("mplain.h5")
+            if not ctx.run_ok(1, ["matrix", "-q", f, "-b", c, "-m", metric,
+                                  "-o", plain, "--force"],
+                              "plain matrix (copy) %s %s" % (name, metric)):
+                continue
+            for nranks, extra in SELF_MATRIX_JOBS:
+                if nranks not in ranks:
+                    continue
+                what = "np%d self matrix %s %s %s" % (
+                    nranks, name, metric, " ".join(map(str, extra)))
+                out = ctx.path("mself.h5")
+                if ctx.run_ok(nranks, ["matrix", "-q", f, "-b", f, "-m",
+                                       metric, "-o", out, "--force"] + extra,
+                              what):
+                    ctx.check(_same_results(plain, out),
+                              "%s: differs from the plain path" % what)
+
+
+def _self_matrix_interrupted(ctx):
+    """SIGTERM to a self matrix once a block row is final: --resume on
+    another rank count and block size finishes with the same bytes."""
+    f = ctx.path("mbig.h5")
+    if not ctx.run_ok(1, ["gen", "--rows", 6000, "--dim", 24, "--queries",
+                          1, "--seed", 8, "-o", f], "gen input"):
+        return
+    ref, out = ctx.path("mbig-ref.h5"), ctx.path("mbig-out.h5")
+    job = ["matrix", "-q", f + ":/train", "-b", f + ":/train",
+           "--checkpoint-seconds", 0]
+    if not ctx.run_ok(1, job + ["--chunk-rows", 400, "-o", ref],
+                      "uninterrupted self matrix"):
+        return
+    for first, then in ((1, 2), (2, 1)):
+        for x in [out] + _left_behind(out):
+            if os.path.exists(x):
+                os.unlink(x)
+        got = _sigterm_midway(ctx, first, job + ["--chunk-rows", 400, "-o",
+                                                 out], out + ".progress")
+        if not got:
+            return
+        rc, sout, serr = got
+        if not ctx.check(rc == 5, "self matrix np%d: SIGTERM: exit %s"
+                         % (first, rc)):
+            _dump(sout, serr)
+            return
+        if ctx.run_ok(then, job + ["--chunk-rows", 700, "--resume", "-o",
+                                   out],
+                      "self matrix --resume np%d -> np%d" % (first, then)):
+            ctx.check(_same_results(ref, out), "self matrix np%d -> np%d: "
                       "resumed output differs" % (first, then))
 
 

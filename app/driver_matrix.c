@@ -1,0 +1,401 @@
+/* driver_matrix.c: the full matrix (see driver.h), block by block; the
+ * matrix of a set with itself computes the upper triangle of blocks. */
+#include "driver.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver_int.h"
+#include "guard.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- the triangle of a set with itself -------------------------------- */
+
+/*
+ * When queries and base are the same rows (one file's one dataset on both
+ * sides: job.same_rows), value(i, j) = value(j, i) for every metric: the
+ * canonical value is a sum of the same products, (q - b)^2 = (b - q)^2,
+ * in the same order. So the matrix is cut into square blocks of T rows
+ * and only the blocks (I, J), I <= J, are computed; each is written at
+ * (I, J) and, transposed, at (J, I). About half the compute; the bytes
+ * written are the same.
+ *
+ * The blocks still to do (those whose rows I or J are not final) are
+ * taken in row-major order, I then J, and dealt over all P ranks: in step
+ * s rank p computes block s P + p, then every rank writes its block and
+ * its transpose (collective writes, 0 rows for a rank without a block).
+ * Block row I is final once the last of its blocks is written: its blocks
+ * (I, J >= I) are its own, and its blocks (I, J < I) are the transposes
+ * of (J, I), which come earlier in that order. So progress records whole
+ * block rows and --resume works on any rank count or chunk size.
+ *
+ * Every rank reads the rows of its blocks from the inputs (a rank's block
+ * rows are not its grid view): a resident copy serves only when it holds
+ * every row (one rank).
+ */
+typedef struct tri {
+	int64_t t, nb;          /* block rows, blocks per side */
+	int64_t nblk;           /* blocks to do */
+	int64_t *bi, *bj;       /* block k is (bi[k], bj[k]) */
+	int64_t *rowlast;       /* block row I's last block, or -1 */
+} tri;
+
+static int64_t tri_side(const xj_run *run)
+{
+	return plan_tri_side(&run->pin, &run->pl);
+}
+
+int driver_matrix_sym(const xj_run *run)
+{
+	const xj_job *job = run->job;
+
+	return job->command == XJ_CMD_MATRIX && job->same_rows &&
+	       job->n == job->m && job->n > tri_side(run);
+}
+
+static int block_rows_done(const xj_run *run, int64_t t, int64_t i)
+{
+	int64_t a = i * t, b = min64(a + t, run->job->n);
+
+	return driver_rows_to_do(run, a, b - a) == 0;
+}
+
+/* The blocks still to do, in row-major order (nblk and rowlast only when
+ * bi is NULL). */
+static int64_t tri_list(const xj_run *run, tri *tr)
+{
+	int64_t k = 0;
+
+	tr->t = tri_side(run);
+	tr->nb = (run->job->n + tr->t - 1) / tr->t;
+	for (int64_t i = 0; i < tr->nb; i++) {
+		int done_i = block_rows_done(run, tr->t, i);
+
+		if (tr->rowlast)
+			tr->rowlast[i] = -1;
+		for (int64_t j = i; j < tr->nb; j++) {
+			if (done_i && block_rows_done(run, tr->t, j))
+				continue;
+			if (tr->bi) {
+				tr->bi[k] = i;
+				tr->bj[k] = j;
+			}
+			if (tr->rowlast)
+				tr->rowlast[i] = k;
+			k++;
+		}
+	}
+	tr->nblk = k;
+	return k;
+}
+
+int64_t driver_matrix_sym_blocks(const xj_run *run)
+{
+	tri tr = { 0 };
+	int64_t p = run->comm->nranks, r = run->comm->rank;
+	int64_t n = tri_list(run, &tr);
+
+	return n / p + (r < n % p);
+}
+
+/* t (c x r) = the transpose of a (r x c), in 32 x 32 tiles that stay in
+ * the L1 cache. */
+static void transpose(const float *a, int64_t r, int64_t c, float *t)
+{
+	for (int64_t i0 = 0; i0 < r; i0 += 32)
+		for (int64_t j0 = 0; j0 < c; j0 += 32) {
+			int64_t i1 = min64(i0 + 32, r), j1 = min64(j0 + 32, c);
+
+			for (int64_t j = j0; j < j1; j++)
+				for (int64_t i = i0; i < i1; i++)
+					t[j * r + i] = a[i * c + j];
+		}
+}
+
+/* Rows [row0, row0 + rows) of the set: the resident copy when it holds
+ * them all (one rank), else read into buf. */
+static const float *tri_rows(xj_run *run, h5in *in, int64_t row0,
+			     int64_t rows, float *buf, xj_status *st)
+{
+	if (run->resb)
+		return run->resb + row0 * run->job->d;
+	return driver_input_rows(run, in, 1, row0, rows, buf, st);
+}
+
+static int driver_matrix_tri(xj_run *run, xj_status *st)
+{
+	xj_backend *be = run->be;
+	xj_comm *c = run->comm;
+	int64_t d = run->job->d, n = run->job->n;
+	int64_t P = c->nranks, steps, qtag = -1;
+	tri tr = { 0 };
+	float *q = NULL, *b = NULL, *blk = NULL, *tb = NULL;
+	const float *qx_rows = NULL;
+	h5in *in = NULL;
+	int slot, queued = 0;
+	double t0 = report_now();
+
+	/* a resident copy of this rank's view is of no use unless it is all */
+	if (run->resb && (run->view.brows != n || run->view.b0 != 0))
+		driver_release(run);
+	tri_list(run, &tr);
+	tr.bi = driver_alloc((size_t)tr.nblk, sizeof(int64_t), "blocks", st);
+	tr.bj = driver_alloc((size_t)tr.nblk, sizeof(int64_t), "blocks", st);
+	tr.rowlast = driver_alloc((size_t)tr.nb, sizeof(int64_t), "blocks",
+				  st);
+	if (!st->code)
+		tri_list(run, &tr);
+	xj_log0("# the same rows on both sides: the upper triangle, %" PRId64
+		" blocks of %" PRId64 " rows to compute (of %" PRId64 " x %"
+		PRId64 "), dealt over %d ranks in turn\n", tr.nblk, tr.t, tr.nb,
+		tr.nb, c->nranks);
+	q = driver_alloc((size_t)(run->resb ? 0 : tr.t * d), sizeof(float),
+			 "queries", st);
+	b = driver_alloc((size_t)(run->resb ? 0 : tr.t * d), sizeof(float),
+			 "base rows", st);
+	if (!st->code)
+		blk = be->block_alloc(be, tr.t * tr.t, st);
+	if (!st->code)
+		tb = be->block_alloc(be, tr.t * tr.t, st);
+	if (!st->code && !run->resb) {
+		driver_guard_input(run, &run->binfo);
+		h5in_open(&run->binfo, &in, st);
+		guard_end();
+	}
+	if (comm_agree(c, st))
+		goto out;
+	report_add(run->rep, PH_READ, &t0);
+	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, n, n,
+			      run->pl.qchunk_rows, &slot, st))
+		goto out;
+	report_add(run->rep, PH_WRITE, &t0);
+	steps = (tr.nblk + P - 1) / P;
+	for (int64_t s = 0; s < steps; s++) {
+		int64_t k = s * P + c->rank, i0 = 0, ni = 0, j0 = 0, nj = 0;
+
+		if (k < tr.nblk && !st->code) {
+			xj_rows qx = { NULL, 0, d, 0, 0 }, bx = { NULL, 0, d, 0, 0 };
+
+			i0 = tr.bi[k] * tr.t;
+			j0 = tr.bj[k] * tr.t;
+			ni = min64(tr.t, n - i0);
+			nj = min64(tr.t, n - j0);
+			if (qtag != tr.bi[k])
+				qx_rows = tri_rows(run, in, i0, ni, q, st);
+			qtag = qx_rows ? tr.bi[k] : -1;
+			qx = (xj_rows){ qx_rows, ni, d, i0,
+					(uint64_t)tr.bi[k] + 1 };
+			bx = (xj_rows){ qx_rows, ni, d, i0, 0 };
+			if (j0 != i0)
+				bx = (xj_rows){ tri_rows(run, in, j0, nj, b,
+							 st), nj, d, j0, 0 };
+			report_add(run->rep, PH_READ, &t0);
+			if (qx.x && bx.x && !be->matrix_start(be, &qx, &bx, blk,
+							      st))
+				queued = 1;
+			if (queued) {
+				queued = 0;
+				be->matrix_wait(be, st);
+				run->rep->gemm_flops = be->gemm_flops;
+			}
+			report_add(run->rep, PH_COMPUTE, &t0);
+			report_progress(run->rep, c);
+		}
+		/* errors and signals are agreed on at each step */
+		if (comm_agree(c, st))
+			goto out;
+		if (h5out_write(run->out, slot, i0, ni, j0, nj, blk, st))
+			goto out;
+		run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+		if (j0 != i0)
+			transpose(blk, ni, nj, tb);
+		else
+			nj = ni = 0;     /* a diagonal block is its transpose */
+		if (h5out_write(run->out, slot, j0, nj, i0, ni, tb, st))
+			goto out;
+		run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+		for (int64_t r = 0; r < tr.nb; r++)
+			if (tr.rowlast[r] >= s * P && tr.rowlast[r] < (s + 1) * P &&
+			    driver_rows_final(run, r * tr.t,
+					      min64((r + 1) * tr.t, n), st))
+				goto out;
+		report_add(run->rep, PH_WRITE, &t0);
+		if (driver_checkpoint(run, 0, st))
+			goto out;
+		t0 = report_now();
+	}
+	comm_agree(c, st);
+out:
+	if (queued) {
+		xj_status ignored;
+
+		xj_ok(&ignored);
+		(void)be->matrix_wait(be, &ignored);
+	}
+	if (in)
+		h5in_close(in);
+	free(q);
+	free(b);
+	if (blk)
+		be->block_free(be, blk);
+	if (tb)
+		be->block_free(be, tb);
+	free(tr.bi);
+	free(tr.bj);
+	free(tr.rowlast);
+	return st->code;
+}
+
+/* One block of the matrix: where it goes and the buffer that holds it. */
+typedef struct mblock {
+	int64_t q0, qrows, b0, brows;
+	int64_t round;          /* its query round */
+	int last;               /* the last block of that round */
+	float *out;
+} mblock;
+
+/* Write a block (collective); the last of a round makes its rows final.
+ * The time since *t0 (the ranks' agreement before it included) is the
+ * write's; a checkpoint charges its own. */
+static int matrix_put(xj_run *run, int slot, const mblock *k, double *t0,
+		      xj_status *st)
+{
+	if (h5out_write(run->out, slot, k->q0, k->brows ? k->qrows : 0, k->b0,
+			k->brows, k->out, st))
+		return st->code;
+	run->rep->write_bytes += k->qrows * k->brows * (int64_t)sizeof(float);
+	if (k->last && driver_round_done(run, k->round, st))
+		return st->code;
+	report_add(run->rep, PH_WRITE, t0);
+	if (k->last && driver_checkpoint(run, 0, st))
+		return st->code;
+	*t0 = report_now();
+	return XJ_OK;
+}
+
+/* Wait for the queued block, if any: the time since *t0 is compute. */
+static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
+			       xj_status *st)
+{
+	if (!*queued)
+		return;
+	*queued = 0;
+	run->be->matrix_wait(run->be, st);
+	run->rep->gemm_flops = run->be->gemm_flops;
+	report_add(run->rep, PH_COMPUTE, t0);
+	report_progress(run->rep, run->comm);
+}
+
+/*
+ * A backend for which the overlap pays (matrix_async: a GPU) gets two
+ * block buffers in turn: block i is queued, block i - 1 is written while
+ * the backend computes block i, then block i is waited for. Otherwise
+ * (the CPU) one buffer does, and each block is written once computed.
+ * XJ_MATRIX_OVERLAP=1 takes the two-buffer order on any backend (the CPU
+ * computes on its worker thread meanwhile), XJ_MATRIX_OVERLAP=0 the
+ * one-buffer order: the tests cover both, benchmarks measure them.
+ */
+int driver_matrix(xj_run *run, xj_status *st)
+{
+	const plan_rank_view *v = &run->view;
+	xj_backend *be = run->be;
+	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
+	int64_t bc = run->pl.bchunk_rows, nblocks = 0;
+	const char *overlap = getenv("XJ_MATRIX_OVERLAP");
+	int nbuf = overlap && !strcmp(overlap, "0") ? 1 :
+		   be->matrix_async || (overlap && !strcmp(overlap, "1")) ?
+		   2 : 1;
+	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
+	h5in *qin = NULL, *bin = NULL;
+	mblock done = { 0 };    /* computed, not yet written when pending */
+	int slot, queued = 0, pending = 0;
+	double t0 = report_now();
+
+	if (driver_matrix_sym(run))
+		return driver_matrix_tri(run, st);
+
+	/* inputs in memory need no read buffers */
+	q = driver_alloc((size_t)(run->resq ? 0 : qc * d), sizeof(float),
+			 "queries", st);
+	b = driver_alloc((size_t)(run->resq ? 0 : bc * d), sizeof(float),
+			 "base rows", st);
+	for (int i = 0; i < nbuf && !st->code; i++)
+		blk[i] = be->block_alloc(be, qc * bc, st);
+	if (!st->code)
+		driver_open_inputs(run, &qin, &bin, st);
+	if (comm_agree(run->comm, st))
+		goto out;
+	report_add(run->rep, PH_READ, &t0);
+	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n,
+			      run->job->m, qc, &slot, st))
+		goto out;
+	report_add(run->rep, PH_WRITE, &t0);
+	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
+		int64_t q0 = v->q0 + qr * qc;
+		int64_t qrows = qr < v->nqchunks ?
+				min64(qc, v->q0 + v->qrows - q0) : 0;
+		xj_rows qx = { NULL, 0, d, q0, 0 };
+
+		qx.rows = qrows = driver_rows_to_do(run, q0, qrows);
+		qx.tag = (uint64_t)qr + 1;   /* the same rows for every block */
+		if (qrows && v->brows)
+			qx.x = driver_input_rows(run, qin, 0, q0, qrows, q, st);
+		report_add(run->rep, PH_READ, &t0);
+		for (int64_t br = 0; br < run->pl.brounds; br++) {
+			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
+				       br == run->pl.brounds - 1,
+				       blk[nblocks++ % nbuf] };
+			xj_rows bx = { NULL, 0, d, cur.b0, 0 };
+
+			if (qrows && br < v->nbchunks)
+				cur.brows = min64(bc, v->b0 + v->brows - cur.b0);
+			if (!st->code && cur.brows) {
+				bx.rows = cur.brows;
+				bx.x = driver_input_rows(run, bin, 1, cur.b0,
+						  cur.brows, b, st);
+				report_add(run->rep, PH_READ, &t0);
+				if (bx.x && !be->matrix_start(be, &qx, &bx,
+							      cur.out, st))
+					queued = 1;
+				report_add(run->rep, PH_COMPUTE, &t0);
+			}
+			if (nbuf == 1) {        /* computed: write it now */
+				matrix_wait_queued(run, &queued, &t0, st);
+				done = cur;
+				pending = 1;
+			}
+			/* errors and signals are agreed on at each block */
+			if (comm_agree(run->comm, st))
+				goto out;
+			if (pending && matrix_put(run, slot, &done, &t0, st))
+				goto out;
+			pending = 0;
+			if (nbuf == 2) {        /* written above while it ran */
+				matrix_wait_queued(run, &queued, &t0, st);
+				done = cur;
+				pending = 1;
+			}
+		}
+	}
+	if (!comm_agree(run->comm, st) && pending)
+		matrix_put(run, slot, &done, &t0, st);
+out:
+	if (queued) {   /* its buffer is about to be freed */
+		xj_status ignored;
+
+		xj_ok(&ignored);
+		(void)be->matrix_wait(be, &ignored);
+	}
+	if (qin)
+		h5in_close(qin);
+	if (bin)
+		h5in_close(bin);
+	free(q);
+	free(b);
+	for (int i = 0; i < nbuf; i++)
+		if (blk[i])
+			be->block_free(be, blk[i]);
+	return st->code;
+}
