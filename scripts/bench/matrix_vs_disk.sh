@@ -10,6 +10,10 @@
 #             while block i is written
 #   xjoin-seq the same with XJ_MATRIX_OVERLAP=0, the CPU's default: each
 #             block computed, then written
+#   xjoin-rows, xjoin-seq-rows  the two with XJ_MATRIX_CHUNKS=rows: HDF5
+#             chunks of whole rows (a block writes a strided piece of
+#             each chunk it crosses) instead of chunks of a block's
+#             columns (a block writes whole chunks, each contiguous)
 #   cdist     SciPy cdist per block of 1024 query rows + an h5py write
 #             (matrix_cdist.py): the approach users start from
 # Every run ends with its data on disk (fdatasync, MPI_File_sync, fsync).
@@ -39,7 +43,7 @@ rows=40000
 dim=128
 metric=l2
 reps=2
-tools="dd xjoin xjoin-seq cdist"
+tools="dd xjoin xjoin-seq xjoin-rows xjoin-seq-rows cdist"
 
 die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
 
@@ -50,7 +54,7 @@ while [ $# -gt 0 ]; do
 	--dim) dim=$2; shift ;;
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
-	--no-cdist) tools="dd xjoin xjoin-seq" ;;
+	--no-cdist) tools="dd xjoin xjoin-seq xjoin-rows xjoin-seq-rows" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -96,11 +100,12 @@ run_dd() {
 		'BEGIN { print (b - a) * t / (n * 16777216) }')"
 }
 
-run_xjoin() {    # tool overlap
+run_xjoin() {    # tool overlap chunks
 	local t0 t1 note
 	t0=$(now)
-	XJ_MATRIX_OVERLAP=$2 mpiexec --bind-to none -np 1 \
+	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 mpiexec --bind-to none -np 1 \
 		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
+		-x XJ_MATRIX_CHUNKS \
 		"$xjoin" matrix -q "$in:test" -b "$in:train" -m "$metric" \
 		-o "$out" --force --quiet --device cpu \
 		--report-json "$work/mvd-report.json" >/dev/null
@@ -144,18 +149,20 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for _ in $(seq "$reps"); do
 	run_dd
-	run_xjoin xjoin 1
-	run_xjoin xjoin-seq 0
+	run_xjoin xjoin 1 blocks
+	run_xjoin xjoin-seq 0 blocks
+	run_xjoin xjoin-rows 1 rows
+	run_xjoin xjoin-seq-rows 0 rows
 	case $tools in *cdist*) run_cdist ;; esac
 done
 rm -f "$work/mvd-report.json"
 
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| %-9s | %9s | %6s | %9s | %s\n' tool seconds "GB/s" "of dd" phases
-printf '| %-9s | %9s | %6s | %9s | %s\n' ---- ------- ---- ----- ------
+printf '| %-14s | %9s | %6s | %9s | %s\n' tool seconds "GB/s" "of dd" phases
+printf '| %-14s | %9s | %6s | %9s | %s\n' ---- ------- ---- ----- ------
 for tool in $tools; do
 	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]}" \
 		-v n=$bytes -v x="${extra[$tool]}" 'BEGIN {
-		printf "| %-9s | %9.2f | %6.3f | %8.0f%% | %s\n", t, s,
+		printf "| %-14s | %9.2f | %6.3f | %8.0f%% | %s\n", t, s,
 			n / s / 1e9, 100 * d / s, x }'
 done
