@@ -38,7 +38,8 @@
 #   - self-joins (one dataset on both sides: each pair of shared rows
 #     scored once), every metric, with and without a threshold, on 1 rank
 #     and on 2 ranks sharing the GPU (split 1 x 2 by the planner, which
-#     `xjoin plan` must print): the CPU's bits
+#     `xjoin plan` must print), and cosine with --precision tf32, bf16 and
+#     fp16: the CPU's bits
 # NCCL is loaded at run time: XJ_NCCL_LIBRARY names libnccl.so.2 when the
 # loader cannot find it; this script looks in python3's nvidia/nccl and
 # torch packages and /usr/local/cuda when it is unset.
@@ -380,7 +381,8 @@ check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \
 # itself the plain path's bits (integration.selfjoin), every metric, with
 # and without a threshold, on 1 rank and on 2 ranks sharing the GPU, which
 # the planner splits 1 x 2 (each rank scores its share of the pairs; the
-# merge gathers them), as `xjoin plan` must say.
+# merge gathers them), as `xjoin plan` must say; and in each lower
+# precision.
 sf=$demo:/train
 # the median 5th distance of a reference: a threshold that cuts lists
 self_threshold() {
@@ -412,6 +414,11 @@ for m in $metrics; do
 		topk -q "$sf" -b "$sf" -k 10 -m "$m" -t "$t" -- --device gpu
 	check "mpirun -np 2 self-join demo $m k=10 -t $t --gpu-share" "$sk-t" \
 		topk -q "$sf" -b "$sf" -k 10 -m "$m" -t "$t" -- mpirun 2 --device gpu --gpu-share
+done
+# the block pairs' GEMM in each lower precision
+for p in $precisions; do
+	check "self-join demo cosine k=10 --precision $p" "self-demo-cosine-10" \
+		topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
 done
 
 # --- summary -------------------------------------------------------------------------
