@@ -387,6 +387,11 @@ static int plan_cuda(plan_in *pin, const xj_backend_cfg *cfg, plan *out,
 	const plan_device_bytes fn = { cu->work_bytes, cu->pinned_bytes,
 				       cu->merge_bytes };
 
+	/* a self-join scores the rows a base chunk shares with the query
+	 * chunk once, in every GPU precision (kernels/cuda/topk_cuda.cu);
+	 * the block pairs' tiles live in the GEMM tile the work bytes
+	 * already count */
+	pin->self_join = cfg->self && cfg->same_rows;
 	return plan_make_device(pin, cfg, &fn, out, st);
 }
 

@@ -12,7 +12,7 @@
  * at d = 128, a few seconds on two cores. */
 #define BCHUNK_SELF_MAX 131072
 /* Fewer shared rows than this take the backend's plain path
- * (kernels/cpu_topk_sym.c, SYM_MIN_ROWS): a split would only cost reads. */
+ * (kernels/selfjoin.h, SYM_MIN_ROWS): a split would only cost reads. */
 #define SPLIT_MIN_ROWS 1024
 /* Part of the budget left to HDF5's chunk cache, MPI-IO buffers and
  * allocator slack, which the formula does not model: measured at about
@@ -210,7 +210,9 @@ int plan_make_device(plan_in *pin, const struct xj_backend_cfg *cfg,
 	pin->work_per_qrow_bytes = fn->work(cfg, 1, b) - q0;
 	/* a grid row of several ranks may merge on the device (NCCL), whose
 	 * received lists the merge allocates then; the grid depends only on
-	 * n, m and the rank count, so first.pc is the final one */
+	 * n, m and the rank count, so first.pc is the final one, except that
+	 * the work bytes may turn a self-join's split (pc = all ranks) off:
+	 * first.pc is then larger, and the merge bytes with it (safe) */
 	q0 = fn->merge(cfg, 0, first.pc);
 	pin->work_fixed_bytes += q0;
 	pin->work_per_qrow_bytes += fn->merge(cfg, 1, first.pc) - q0;

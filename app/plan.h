@@ -42,7 +42,7 @@
  *
  * Self-join (plan_in.self_join): a base chunk's rows that are also the
  * query chunk's are joined with each other once per pair (half the GEMM:
- * kernels/cpu_topk_sym.c), so B grows up to Q (at most 131072 rows, as
+ * kernels/cpu_topk_sym.c, kernels/cuda/topk_cuda.cu), so B grows up to Q (at most 131072 rows, as
  * far as the budget allows) and Q becomes a multiple of B: with one grid
  * row, each query chunk is then exactly one of the base chunks.
  *
@@ -85,7 +85,8 @@ typedef struct plan_in {
 	int self_join;             /* topk of a set with itself on a backend
 				    * that scores the rows a base chunk
 				    * shares with the query chunk once
-				    * (CPU): base chunks grow to the query
+				    * (CPU in fp32, CUDA): base chunks grow
+				    * to the query
 				    * chunk, up to BCHUNK_SELF_MAX rows */
 } plan_in;
 

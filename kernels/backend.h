@@ -78,11 +78,13 @@ typedef struct xj_backend_cfg {
 	int same_rows;         /* queries and base are the same rows: with
 				* self, a backend may score each pair of
 				* them once (a self-join) */
-	int part, parts;       /* parts > 1 (self-joins on the CPU): every
-				* rank gets the same chunks and topk_add
-				* scores only share `part` of their pairs;
-				* the lists of the parts, merged, are the
-				* lists of all the pairs. 0 or 1: all. */
+	int part, parts;       /* parts > 1 (a split self-join, either
+				* backend; kernels/selfjoin.h deals the
+				* pairs): every rank gets the same chunks
+				* and topk_add scores only share `part` of
+				* their pairs; the lists of the parts,
+				* merged, are the lists of all the pairs.
+				* 0 or 1: all. */
 	int threads;           /* 0: OpenMP default */
 	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */

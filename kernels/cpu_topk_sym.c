@@ -35,7 +35,9 @@
  * pairs of the query rows split_block() gives the part. Each pair is then
  * scored on exactly one rank, and the merge of the parts' lists is the
  * lists of all pairs. The split depends on the chunk only, never on a
- * rank's threads. Without shared rows every pair is a plain one.
+ * rank's threads. Without shared rows every pair is a plain one. The
+ * blocks, the deal and the plain rows are selfjoin.h's, shared with the
+ * CUDA backend.
  *
  * Threads own query rows (cpu_topk.c), and a block pair touches the rows
  * of two blocks, so the blocks are cut into 2T groups (T threads) and the
@@ -59,20 +61,18 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../config/split.h"
+#include "selfjoin.h"
 
-/* Fewer shared rows than this run the plain path: the tournament's
- * barriers cost more than the GEMM saved. */
-#define SYM_MIN_ROWS (2 * TB)
+/* the blocks are the CPU's sgemm sub-tiles: one row tile scans inside one
+ * TB sub-tile, and the transposed tile fits t->gt (TB x TB) */
+_Static_assert(SYM_BLOCK == TB, "self-join blocks are TB rows");
 
 int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 		    int64_t *len)
 {
-	int64_t g0 = b->first_row > c->qfirst ? b->first_row : c->qfirst;
-	int64_t ge = b->first_row + b->rows, qe = c->qfirst + c->qrows;
-	int64_t g1 = ge < qe ? ge : qe;
-	int64_t d = c->cfg.d;
+	int64_t g0, g1, d = c->cfg.d;
 
+	sym_shared(c->qfirst, c->qrows, b->first_row, b->rows, &g0, &g1);
 	*b0 = 0;
 	*len = 0;
 	/* bf16 and int8 candidates run the plain tiles: the block pairs
@@ -87,47 +87,6 @@ int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 	*b0 = g0 - b->first_row;
 	*len = g1 - g0;
 	return 1;
-}
-
-/* Block i of the shared rows [b0, b0 + len): chunk rows [*s, *s + *n),
- * cut at multiples of TB. */
-static void block_of(int64_t b0, int64_t len, int64_t i, int64_t *s,
-		     int64_t *n)
-{
-	int64_t first_end = (b0 / TB + 1) * TB;
-	int64_t end;
-
-	*s = i == 0 ? b0 : first_end + (i - 1) * TB;
-	end = i == 0 ? first_end : *s + TB;
-	*n = (end < b0 + len ? end : b0 + len) - *s;
-}
-
-static int64_t block_count(int64_t b0, int64_t len)
-{
-	int64_t first_end = (b0 / TB + 1) * TB;
-
-	if (b0 + len <= first_end)
-		return 1;
-	return 1 + (b0 + len - first_end + TB - 1) / TB;
-}
-
-/*
- * Pair p of round r of the round-robin tournament over nb players (nb
- * even, counting a bye, player nb - 1, when the real count is odd): the
- * circle method keeps player nb - 1 fixed and turns the others.
- */
-static void round_pair(int64_t nb, int64_t r, int64_t p, int64_t *x,
-		       int64_t *y)
-{
-	int64_t turn = nb - 1;
-
-	if (p == 0) {
-		*x = nb - 1;
-		*y = r;
-		return;
-	}
-	*x = (r + p) % turn;
-	*y = (r - p + turn) % turn;
 }
 
 /*
@@ -285,54 +244,24 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 	for (int64_t x = gx * nblk / ng; x < (gx + 1) * nblk / ng; x++) {
 		int64_t sx, nx, sy, ny;
 
-		block_of(b0, len, x, &sx, &nx);
-		if (gx == gy && x % parts == part &&
+		sym_block_of(b0, len, x, &sx, &nx);
+		if (gx == gy && sym_diag_mine(x, part, parts) &&
 		    cpu_tile_cols(c, t, sx + off, sx + nx + off, sx, sx + nx,
 				  b, st))
 			return st->code;
 		for (int64_t y = gx == gy ? x + 1 : y0; y < y1; y++) {
-			int64_t lo = x < y ? x : y, hi = x < y ? y : x;
-
-			if ((lo * nblk + hi) % parts != part)
+			if (!sym_pair_mine(x, y, nblk, part, parts))
 				continue;
-			block_of(b0, len, y, &sy, &ny);
+			sym_block_of(b0, len, y, &sy, &ny);
 			pair_run(c, t, sx, nx, sy, ny, off, b);
 		}
 	}
 	return XJ_OK;
 }
 
-/*
- * The query rows this part scores against the plain part of B, in three
- * segments: before the shared rows [q0, q1) (every chunk row), the shared
- * rows (the chunk rows outside [b0, b0 + len)), after them (every chunk
- * row); each clipped to the part's rows [r0, r1).
- */
-typedef struct plain_rows {
-	int64_t seg[3][2];
-	int64_t tq, tiles;
-} plain_rows;
-
-static void plain_rows_of(plain_rows *pr, int64_t q0, int64_t q1,
-			  int64_t qrows, int64_t r0, int64_t r1, int64_t tq)
-{
-	int64_t cut[4] = { 0, q0, q1, qrows };
-
-	pr->tq = tq;
-	pr->tiles = 0;
-	for (int s = 0; s < 3; s++) {
-		int64_t a = cut[s] > r0 ? cut[s] : r0;
-		int64_t e = cut[s + 1] < r1 ? cut[s + 1] : r1;
-
-		pr->seg[s][0] = a;
-		pr->seg[s][1] = e > a ? e : a;
-		pr->tiles += (pr->seg[s][1] - a + tq - 1) / tq;
-	}
-}
-
 /* Tile it of those rows against the plain part of B. */
 static int plain_tile(cpu_backend *c, cpu_thread *t, int64_t it,
-		      const plain_rows *pr, int64_t b0, int64_t len,
+		      const sym_plain_rows *pr, int64_t b0, int64_t len,
 		      const xj_rows *b, xj_status *st)
 {
 	int64_t tq = pr->tq;
@@ -378,13 +307,12 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	int64_t q0 = len ? b0 + off : c->qrows, q1 = q0 + len;
 	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
 	int64_t nfin = (c->qrows + tq - 1) / tq;
-	int64_t nblk = len ? block_count(b0, len) : 0;
+	int64_t nblk = sym_block_count(b0, len);
 	int64_t ng = nblk < 2 * c->threads ? nblk : 2 * c->threads;
 	int64_t ngb = ng + (ng & 1);    /* with the bye */
 	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
 	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
-	int64_t r0, nr;
-	plain_rows pr;
+	sym_plain_rows pr;
 	double flops = 0, rescored = 0;
 	int team, failed = 0;
 
@@ -392,8 +320,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
 	/* the plain pairs split by query row, the block pairs and diagonal
 	 * blocks dealt in turn: the same on every rank, whatever its threads */
-	split_block(c->qrows, parts, part, &r0, &nr);
-	plain_rows_of(&pr, q0, q1, c->qrows, r0, r0 + nr, tq);
+	sym_plain_rows_of(&pr, q0, q1, c->qrows, part, parts, tq);
 
 #pragma omp parallel num_threads(c->threads) \
 	reduction(+ : flops, rescored) if (team)
@@ -418,7 +345,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 			for (int64_t p = 0; p < ngb / 2; p++) {
 				int64_t gx, gy;
 
-				round_pair(ngb, r, p, &gx, &gy);
+				sym_round_pair(ngb, r, p, &gx, &gy);
 #pragma omp atomic read
 				bad = failed;
 				if (!bad && gx < ng && gy < ng) /* not the bye */

@@ -35,6 +35,11 @@
 #   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
 #     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
 #     cannot run on a one-GPU machine)
+#   - self-joins (one dataset on both sides: each pair of shared rows
+#     scored once), every metric, with and without a threshold, on 1 rank
+#     and on 2 ranks sharing the GPU (split 1 x 2 by the planner, which
+#     `xjoin plan` must print), and cosine with --precision tf32, bf16 and
+#     fp16: the CPU's bits
 # NCCL is loaded at run time: XJ_NCCL_LIBRARY names libnccl.so.2 when the
 # loader cannot find it; this script looks in python3's nvidia/nccl and
 # torch packages and /usr/local/cuda when it is unset.
@@ -369,6 +374,52 @@ check "mpirun -np 2 topk $tn l2 k=10 --gpu-share" "topk-$tn-l2-10" \
 	topk -q "$tf" -b "$tf" -k 10 -m l2 -- mpirun 2 --device gpu --gpu-share
 check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \
 	topk -q "$tf" -b "$tf" -k 100 -m ip -- mpirun 2 --device gpu --gpu-share
+
+# --- 6. self-joins: each pair of shared rows scored once ------------------------------
+# One file's one dataset on both sides (20,000 GloVe rows of glove-demo):
+# the GPU's symmetric path (kernels/cuda/topk_cuda.cu) against the CPU's,
+# itself the plain path's bits (integration.selfjoin), every metric, with
+# and without a threshold, on 1 rank and on 2 ranks sharing the GPU, which
+# the planner splits 1 x 2 (each rank scores its share of the pairs; the
+# merge gathers them), as `xjoin plan` must say; and in each lower
+# precision.
+sf=$demo:/train
+# the median 5th distance of a reference: a threshold that cuts lists
+self_threshold() {
+	"$py" -c 'import h5py, numpy as np, sys
+d = h5py.File(sys.argv[1], "r")["distances"][:, 4]
+print(repr(float(np.median(d[np.isfinite(d)]))))' "$1" 2>>"$log"
+}
+plan_dev=gpu plan_name="plan: self-join split over 2 ranks"
+[ $plumbing = 1 ] && { plan_dev=cpu; plan_name="$plan_name [plumbing: cpu]"; }
+if [ -n "$gpu_reason" ] && [ $plumbing = 0 ]; then
+	result SKIP "$plan_name" "no GPU"
+elif plan_out=$(mpirun -np 2 "$xj" plan topk -q "$sf" -b "$sf" -k 10 \
+		--device $plan_dev --gpu-share 2>>"$log") &&
+	echo "$plan_out" >>"$log" &&
+	grep -q "self-join split over 2 ranks" <<<"$plan_out"; then
+	result PASS "$plan_name" "--device $plan_dev --gpu-share"
+else
+	result FAIL "$plan_name" "no split in the plan, see $log"
+fi
+for m in $metrics; do
+	sk=self-demo-$m-10
+	check "self-join demo $m k=10" "$sk" \
+		topk -q "$sf" -b "$sf" -k 10 -m "$m" -- --device gpu
+	check "mpirun -np 2 self-join demo $m k=10 --gpu-share" "$sk" \
+		topk -q "$sf" -b "$sf" -k 10 -m "$m" -- mpirun 2 --device gpu --gpu-share
+	t=1
+	[ -f "$work/ref-$sk.h5" ] && t=$(self_threshold "$work/ref-$sk.h5")
+	check "self-join demo $m k=10 -t $t" "$sk-t" \
+		topk -q "$sf" -b "$sf" -k 10 -m "$m" -t "$t" -- --device gpu
+	check "mpirun -np 2 self-join demo $m k=10 -t $t --gpu-share" "$sk-t" \
+		topk -q "$sf" -b "$sf" -k 10 -m "$m" -t "$t" -- mpirun 2 --device gpu --gpu-share
+done
+# the block pairs' GEMM in each lower precision
+for p in $precisions; do
+	check "self-join demo cosine k=10 --precision $p" "self-demo-cosine-10" \
+		topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
+done
 
 # --- summary -------------------------------------------------------------------------
 echo "# log: $log"

@@ -13,7 +13,11 @@
  *
  * Call pattern and its guarantees (see backend.h for the shapes):
  *   topk_begin   copies the query chunk to the device and returns when
- *                it is checked; q->x may be reused afterwards.
+ *                it is checked; q->x may be reused afterwards, except
+ *                in a self-join (cfg.self and cfg.same_rows): there it
+ *                must stay valid and unchanged until topk_end, as the
+ *                CPU backend always needs, because topk_add compares
+ *                the rows a base chunk shares with it (topk_cuda.cu).
  *   topk_add     stages the base chunk in pinned memory, queues its
  *                upload on the copy stream and all the work on the
  *                compute stream and returns without waiting: b->x may be
@@ -94,6 +98,8 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  flags) and, for k >= 1, TQ x TB x 16
  *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
  *                  (merge scratch); TQ = 512, TB = 4096
+ * A self-join's block pair (TQ x TQ) and its transposed copy share the
+ * GEMM tile: no bytes beyond these.
  * cuBLAS's own workspace and the CUDA context (a few hundred MiB) come on
  * top; leave them in the planner's reserve. */
 int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
@@ -152,6 +158,21 @@ int64_t backend_cuda_host_merge(const float *akey, const int64_t *aidx,
 				int64_t na, const uint64_t *skey,
 				const float *ckey, int64_t nb, int64_t bfirst,
 				int64_t k, float *okey, int64_t *oidx);
+
+/*
+ * The steps topk_add queues for base chunk b against the query chunk of
+ * qrows rows from qfirst (host rows qx, as topk_begin got them), under
+ * cfg (self, same_rows, part, parts): 6 values per step, at most cap
+ * steps written to steps, the count returned. (pair, i0, tq, j0, nb,
+ * off): one GEMM tile of query-chunk rows [i0, i0 + tq) against chunk
+ * rows [j0, j0 + nb); pair 1 adds its transpose, query rows [j0 + off,
+ * + nb) against chunk rows [i0 - off, + tq) (a self-join's block pair,
+ * topk_cuda.cu).
+ */
+int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
+				     const float *qx, int64_t qfirst,
+				     int64_t qrows, const xj_rows *b,
+				     int64_t *steps, int64_t cap);
 
 /*
  * The device pieces on their own, for the gpu tests (each a complete,

@@ -120,6 +120,10 @@ typedef struct cuda_backend {
 
 	int active;             /* between topk_begin and topk_end */
 	int64_t qrows, qfirst;
+	const float *qx;        /* the caller's query rows (host), which a
+				 * self-join compares with a base chunk's:
+				 * valid and unchanged until topk_end, as
+				 * the CPU backend needs them too */
 } cuda_backend;
 
 static inline cuda_backend *cuda_of(xj_backend *be)

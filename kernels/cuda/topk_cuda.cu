@@ -65,6 +65,7 @@
 
 extern "C" {
 #include "../../config/split.h"
+#include "../selfjoin.h"
 }
 
 #include "canonical.cuh"
@@ -180,6 +181,7 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	unsigned long long bad = XJC_BAD_NONE;
 
 	c->active = 0;
+	c->qx = NULL;
 	c->qtag = 0;        /* c->q is about to hold other rows */
 	if (k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",
@@ -224,6 +226,7 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 		return cuda_rows_bad(c, q, st);
 	c->qrows = n;
 	c->qfirst = q->first_row;
+	c->qx = q->x;
 	c->active = 1;
 	return XJ_OK;
 }
@@ -276,29 +279,29 @@ static int gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
 		       (int)p);
 }
 
-/* Query rows [i0, i0 + tq) against base chunk rows [j0, j0 + nb). */
-static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
-		     int64_t j0, int nb, xj_status *st)
+/* The GEMM precision of the current chunk's tiles. */
+static xj_precision tile_prec(const cuda_backend *c)
+{
+	if (c->lowp && (c->q_fp32 || c->b_fp32))
+		return XJ_PREC_FP32;   /* fp16 cannot hold this chunk */
+	return c->cfg.precision;
+}
+
+/*
+ * Scan, rescore and merge the GEMM tile g (tq x nb, row-major, computed
+ * in precision p): query rows [i0, i0 + tq) against chunk rows [j0, j0 +
+ * nb), inside one TB sub-tile of the chunk (its largest norm bounds the
+ * scan's error).
+ */
+static int tile_select(cuda_backend *c, const xj_rows *b, const float *g,
+		       int64_t i0, int tq, int64_t j0, int nb, xj_precision p,
+		       xj_status *st)
 {
 	const xj_backend_cfg *cfg = &c->cfg;
 	xj_metric m = cfg->metric;
 	int64_t d = cfg->d, k = cfg->k, bfirst = b->first_row + j0;
-	int cosine = m == XJ_METRIC_COSINE, sq = xjc_is_sq(m);
-	const float *qa = cosine ? c->qhat : c->q;
-	const float *ba = cosine ? c->bhat : c->b;
-	float alpha = sq ? -2.0f : -1.0f;
-	xj_precision p = cfg->precision;
-	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
 
-	if (c->lowp && (c->q_fp32 || c->b_fp32))
-		p = XJ_PREC_FP32;      /* fp16 cannot hold this chunk */
-	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
-		ga = c->blow + j0 * d;
-		gb = c->qlow + i0 * d;
-	}
-	if (gemm_run(c->blas, p, nb, tq, d, alpha, ga, gb, c->g, st))
-		return st->code;
-	if (sel_scan(c->g, tq, nb, sq ? c->bn2 + j0 : NULL, m, d,
+	if (sel_scan(g, tq, nb, xjc_is_sq(m) ? c->bn2 + j0 : NULL, m, d,
 		     c->gate + i0, c->qq + i0, c->qnorm + i0,
 		     c->submax + j0 / XJ_CUDA_TB, p, cfg->self, c->qfirst + i0,
 		     bfirst, c->cand, XJ_CUDA_TB, c->ncand, c->stream, st) ||
@@ -315,9 +318,250 @@ static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 	return XJ_OK;
 }
 
+/* Query rows [i0, i0 + tq) against base chunk rows [j0, j0 + nb). */
+static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		     int64_t j0, int nb, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	int cosine = m == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->q;
+	const float *ba = cosine ? c->bhat : c->b;
+	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f;
+	xj_precision p = tile_prec(c);
+	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
+
+	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
+		ga = c->blow + j0 * d;
+		gb = c->qlow + i0 * d;
+	}
+	if (gemm_run(c->blas, p, nb, tq, d, alpha, ga, gb, c->g, st))
+		return st->code;
+	return tile_select(c, b, c->g, i0, tq, j0, nb, p, st);
+}
+
+/* ---- top-k of a self-join: each pair of shared rows once ---------------- */
+
+/*
+ * A base chunk whose rows [b0, b0 + len) are also rows of the query chunk
+ * (cfg.same_rows with cfg.self, the same global indices and the same
+ * bits) is a self-join's: score(i, j) = score(j, i). As on the CPU
+ * (cpu_topk_sym.c, whose file comment has the argument), the shared rows
+ * are cut into blocks of SYM_BLOCK = TQ rows (selfjoin.h: the same blocks
+ * and the same deal of pairs to parts as the CPU) and each block pair
+ * a < b is one GEMM
+ *
+ *   D = alpha X_a X_b^T          na x nb, in c->g
+ *   row tile     D               queries of a, base rows of b
+ *   column tile  D^T             queries of b, base rows of a: an exact
+ *                                copy (cublasSgeam, alpha 1, beta 0) in
+ *                                c->g + SYM_BLOCK^2
+ *
+ * and both tiles go through tile_select as they are, the kernels
+ * unchanged: sel_scan adds the base row's float squared norm to the
+ * tile value, fn2[j] + D[r][j] in the row tile and fn2[r] + D[r][j] in
+ * the column tile, each the float addition the plain tile of that query
+ * and base row does, to the float dot product of the two rows scaled
+ * exactly (the GEMM's own order, one of those metric_err_bound_prec()
+ * bounds whichever row is the query: the bound is for any order of the
+ * same products). The bound's base norm is the largest of the block's TB
+ * sub-tile (a block never crosses a multiple of TB). A transposed -0
+ * may read +0 if cuBLAS adds beta's term; fn2 >= 0 and the compare
+ * cannot tell them apart. A pair then only enters a list through the
+ * canonical rescoring of its own query against its own base row: the
+ * lists have the plain path's bits. Diagonal blocks are one ordinary
+ * tile; the other pairs (query rows outside the shared rows, shared rows
+ * against the chunk's other rows) run the plain tiles.
+ *
+ * Every precision takes this path (the 16-bit copies of both sides are
+ * the same rows rounded alike); the CPU's bf16 and int8 GEMMs do not.
+ *
+ * Costs: the GEMM of the shared rows drops from len^2 d to about
+ * len^2 d / 2 (+ TQ len d for the diagonal); a transposed copy of each
+ * off-diagonal tile (8 bytes per pair moved in device memory), and the
+ * selection kernels run on TQ x TQ tiles instead of TQ x TB (more, shorter
+ * launches: 8 per block pair).
+ *
+ * Parts (cfg.parts > 1): block pairs and diagonal blocks dealt as on the
+ * CPU (selfjoin.h), the plain pairs split by query row.
+ */
+static_assert(SYM_BLOCK == XJ_CUDA_TQ,
+	      "a self-join block is one tile's query rows");
+static_assert(XJ_CUDA_TB % SYM_BLOCK == 0,
+	      "a self-join block lies inside one base sub-tile");
+static_assert(2 * SYM_BLOCK * SYM_BLOCK <= XJ_CUDA_TQ * XJ_CUDA_TB,
+	      "a block pair's tile and its transpose share c->g");
+
+/* What topk_add does with a base chunk (chunk row + off = query row). */
+typedef struct sym_geom {
+	int64_t qrows, brows, off;
+	int64_t b0, len;        /* shared chunk rows; len 0: none */
+	int64_t part, parts;
+} sym_geom;
+
+/* One step of topk_add: query rows [i0, i0 + tq) against chunk rows [j0,
+ * j0 + nb), one GEMM; a pair also scans the transposed tile: query rows
+ * [j0 + off, + nb) against chunk rows [i0 - off, + tq). */
+typedef struct sym_item {
+	int pair;
+	int64_t i0, j0;
+	int tq, nb;
+	int64_t off;
+} sym_item;
+
+typedef int (*sym_visit)(void *ctx, const sym_item *it, xj_status *st);
+
+/*
+ * The geometry of base chunk b against the query chunk (qx, qfirst, qrows:
+ * host rows): shared rows when cfg asks for a self-join and at least
+ * SYM_MIN_ROWS rows have the same global index and the same bits
+ * (memcmp, as on the CPU: a --self over two copies of a file takes the
+ * plain path).
+ */
+static void sym_geometry(const xj_backend_cfg *cfg, const float *qx,
+			 int64_t qfirst, int64_t qrows, const xj_rows *b,
+			 sym_geom *g)
+{
+	int64_t g0, g1, d = cfg->d;
+
+	g->qrows = qrows;
+	g->brows = b->rows;
+	g->off = b->first_row - qfirst;
+	g->b0 = 0;
+	g->len = 0;
+	g->part = cfg->parts > 1 ? cfg->part : 0;
+	g->parts = cfg->parts > 1 ? cfg->parts : 1;
+	if (!cfg->self || !cfg->same_rows || !qx)
+		return;
+	sym_shared(qfirst, qrows, b->first_row, b->rows, &g0, &g1);
+	if (g1 - g0 < SYM_MIN_ROWS ||
+	    memcmp(qx + (g0 - qfirst) * d, b->x + (g0 - b->first_row) * d,
+		   (size_t)((g1 - g0) * d) * sizeof(float)))
+		return;
+	g->b0 = g0 - b->first_row;
+	g->len = g1 - g0;
+}
+
+/* Query rows [i0, i1) against chunk rows [jb, je), in tiles of TQ rows
+ * and column pieces that do not cross a multiple of TB (submax is per TB
+ * rows). */
+static int sym_cols(int64_t i0, int64_t i1, int64_t jb, int64_t je,
+		    sym_visit fn, void *ctx, xj_status *st)
+{
+	for (int64_t i = i0; i < i1; i += XJ_CUDA_TQ)
+		for (int64_t j = jb; j < je; ) {
+			int64_t end = MIN64((j / XJ_CUDA_TB + 1) * XJ_CUDA_TB,
+					    je);
+			sym_item it = { 0, i, j, (int)MIN64(XJ_CUDA_TQ, i1 - i),
+					(int)(end - j), 0 };
+
+			if (fn(ctx, &it, st))
+				return st->code;
+			j = end;
+		}
+	return XJ_OK;
+}
+
+/*
+ * Every step of topk_add for geometry g, in order: the plain tiles of the
+ * part's query rows, then for each block x its diagonal tile and its
+ * pairs (x, y > x), those of the part. Without shared rows and parts,
+ * the plain tiles are all TQ x TB tiles of the chunk.
+ */
+static int sym_walk(const sym_geom *g, sym_visit fn, void *ctx,
+		    xj_status *st)
+{
+	int64_t q0 = g->len ? g->b0 + g->off : g->qrows, q1 = q0 + g->len;
+	int64_t nblk = sym_block_count(g->b0, g->len);
+	sym_plain_rows pr;
+
+	sym_plain_rows_of(&pr, q0, q1, g->qrows, g->part, g->parts,
+			  XJ_CUDA_TQ);
+	for (int s = 0; s < 3; s++) {
+		int64_t a = pr.seg[s][0], e = pr.seg[s][1];
+
+		if (s != 1 ? sym_cols(a, e, 0, g->brows, fn, ctx, st) :
+			     sym_cols(a, e, 0, g->b0, fn, ctx, st) ||
+			     sym_cols(a, e, g->b0 + g->len, g->brows, fn, ctx,
+				      st))
+			return st->code;
+	}
+	for (int64_t x = 0; x < nblk; x++) {
+		int64_t sx, nx, sy, ny;
+
+		sym_block_of(g->b0, g->len, x, &sx, &nx);
+		if (sym_diag_mine(x, g->part, g->parts)) {
+			sym_item it = { 0, sx + g->off, sx, (int)nx, (int)nx,
+					0 };
+
+			if (fn(ctx, &it, st))
+				return st->code;
+		}
+		for (int64_t y = x + 1; y < nblk; y++) {
+			if (!sym_pair_mine(x, y, nblk, g->part, g->parts))
+				continue;
+			sym_block_of(g->b0, g->len, y, &sy, &ny);
+			sym_item it = { 1, sx + g->off, sy, (int)nx, (int)ny,
+					g->off };
+
+			if (fn(ctx, &it, st))
+				return st->code;
+		}
+	}
+	return XJ_OK;
+}
+
+/* Block pair it: one GEMM, the row tile and the transposed column tile
+ * scanned (see above). */
+static int sym_pair(cuda_backend *c, const xj_rows *b, const sym_item *it,
+		    xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, sa = it->i0 - it->off, sb = it->j0;
+	int na = it->tq, nb = it->nb;
+	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f, one = 1.0f, zero = 0.0f;
+	xj_precision p = tile_prec(c);
+	const float *x = m == XJ_METRIC_COSINE ? c->bhat : c->b;
+	const void *xa = x + sa * d, *xb = x + sb * d;
+	float *gt = c->g + (int64_t)SYM_BLOCK * SYM_BLOCK;
+
+	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
+		xa = c->blow + sa * d;
+		xb = c->blow + sb * d;
+	}
+	/* c->g = alpha X_a X_b^T, na x nb row-major */
+	if (gemm_run(c->blas, p, nb, na, d, alpha, xb, xa, c->g, st) ||
+	    tile_select(c, b, c->g, it->i0, na, sb, nb, p, st))
+		return st->code;
+	/* gt = c->g^T, nb x na row-major: column-major, c->g is nb x na
+	 * (ld nb) and gt na x nb (ld na). alpha 1 and beta 0 transpose A
+	 * (cuBLAS's documented special case); B = C is its in-place form. */
+	CUBLAS_CHECK(st, cublasSgeam(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, na, nb,
+				     &one, c->g, nb, &zero, gt, na, gt, na));
+	return tile_select(c, b, gt, sb + it->off, nb, sa, na, p, st);
+}
+
+typedef struct add_ctx {
+	cuda_backend *c;
+	const xj_rows *b;
+	double flops;
+} add_ctx;
+
+static int add_step(void *ctx, const sym_item *it, xj_status *st)
+{
+	add_ctx *a = (add_ctx *)ctx;
+
+	a->flops += 2.0 * it->tq * (double)it->nb * (double)a->c->cfg.d;
+	if (it->pair)
+		return sym_pair(a->c, a->b, it, st);
+	return topk_tile(a->c, a->b, it->i0, it->tq, it->j0, it->nb, st);
+}
+
 static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	int64_t nq = c->qrows, nb = b->rows;
+	add_ctx a = { c, b, 0 };
+	sym_geom g;
 	int slot = 0;
 
 	if (!c->active)
@@ -328,17 +572,12 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	c->b_fp32 = lowp_needs_fp32(c, b->x, nb);
+	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
 	if (cuda_base_reserve(c, nb, st) || base_upload(c, b, &slot, st) ||
-	    base_prepare(c, b, st))
+	    base_prepare(c, b, st) || sym_walk(&g, add_step, &a, st) ||
+	    base_consumed(c, slot, st))
 		return st->code;
-	for (int64_t i0 = 0; i0 < nq; i0 += XJ_CUDA_TQ)
-		for (int64_t j0 = 0; j0 < nb; j0 += XJ_CUDA_TB)
-			if (topk_tile(c, b, i0, (int)MIN64(XJ_CUDA_TQ, nq - i0),
-				      j0, (int)MIN64(XJ_CUDA_TB, nb - j0), st))
-				return st->code;
-	if (base_consumed(c, slot, st))
-		return st->code;
-	c->be.gemm_flops += 2.0 * (double)nq * (double)nb * (double)c->cfg.d;
+	c->be.gemm_flops += a.flops;
 	return XJ_OK;
 }
 
@@ -647,6 +886,45 @@ extern "C" int64_t backend_cuda_host_merge(const float *akey,
 	if (nb > 0)
 		xjc_merge_part(a, na, b, nb, keep, k, okey, oidx, 0, 1);
 	return nout;
+}
+
+typedef struct steps_ctx {
+	int64_t *out, cap, n;
+} steps_ctx;
+
+static int steps_record(void *ctx, const sym_item *it, xj_status *st)
+{
+	steps_ctx *a = (steps_ctx *)ctx;
+	int64_t *o = a->out + 6 * a->n;
+
+	(void)st;
+	if (a->n++ >= a->cap)
+		return XJ_OK;
+	o[0] = it->pair;
+	o[1] = it->i0;
+	o[2] = it->tq;
+	o[3] = it->j0;
+	o[4] = it->nb;
+	o[5] = it->off;
+	return XJ_OK;
+}
+
+extern "C" int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
+						const float *qx,
+						int64_t qfirst, int64_t qrows,
+						const xj_rows *b,
+						int64_t *steps, int64_t cap)
+{
+	steps_ctx a = { steps, cap, 0 };
+	sym_geom g;
+	xj_status st;
+
+	xj_ok(&st);
+	if (qrows <= 0 || b->rows <= 0)
+		return 0;
+	sym_geometry(cfg, qx, qfirst, qrows, b, &g);
+	(void)sym_walk(&g, steps_record, &a, &st);
+	return a.n;
 }
 
 /* ---- device pieces on their own (gpu tests) ----------------------------- */

@@ -37,6 +37,7 @@
 #include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/metric.h"
+#include "kernels/topk.h"
 #include "tests/unit/glove.h"
 #include "tests/unit/testdata.h"
 #include "tests/unit/unit.h"
@@ -527,7 +528,7 @@ static void test_duplicates(void)
 }
 
 /* Self-joins of 2100 rows with each other (same_rows): chunks sharing
- * 1024 rows or more take the CPU's symmetric path (3 or 5 blocks of up
+ * 1024 rows or more take the symmetric path (3 or 5 blocks of up
  * to 512 rows, partial ones, thread teams, chunks where fewer rows are
  * shared and the plain path runs); the lists must be the plain path's,
  * that is the reference. Gaussian rows with 300 exact duplicates, then
@@ -539,20 +540,119 @@ static const chunking self_chunks[] = {
 	{ 1050, 2100, 1, 2 },
 };
 
+/*
+ * A split self-join (cfg.parts > 1, app/plan.h): every part's backend
+ * gets the same chunks and scores its share of the pairs; the merge of
+ * the parts' lists (topk_merge, as the grid row's merge does) must be the
+ * reference, for 2 and 3 parts, every metric, with and without threshold.
+ */
+static int64_t parts_case(const ref_lists *ref, const tcase *tc,
+			  const chunking *ch, int parts)
+{
+	int64_t n = tc->nq * tc->k, k = tc->k, bad = 0;
+	float *rkey = malloc(sizeof(float) * (size_t)(n + 1));
+	int64_t *ridx = malloc(sizeof(int64_t) * (size_t)(n + 1));
+	float *key = malloc(sizeof(float) * (size_t)(parts * n + 1));
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(parts * n + 1));
+	float *mkey = malloc(sizeof(float) * (size_t)(n + 1));
+	int64_t *midx = malloc(sizeof(int64_t) * (size_t)(n + 1));
+	char what[64];
+
+	CU_ASSERT_FATAL(rkey && ridx && key && idx && mkey && midx);
+	ref_topk(ref, tc, rkey, ridx);
+	for (int p = 0; p < parts; p++) {
+		xj_backend_cfg cfg = cfg_of(tc, ch->threads);
+
+		cfg.part = p;
+		cfg.parts = parts;
+		bad += contract_topk(cur->create, &cfg, tc->q, tc->nq, tc->b,
+				     tc->nb, ch->qc, ch->bc, ch->empties,
+				     key + p * n, idx + p * n, NULL);
+	}
+	for (int64_t r = 0; r < tc->nq; r++) {
+		const float *lk[3];
+		const int64_t *li[3];
+
+		for (int p = 0; p < parts; p++) {
+			lk[p] = key + p * n + r * k;
+			li[p] = idx + p * n + r * k;
+		}
+		topk_merge(parts, lk, li, k, mkey + r * k, midx + r * k);
+	}
+	snprintf(what, sizeof(what), "chunks %lldx%lld, %d parts",
+		 (long long)ch->qc, (long long)ch->bc, parts);
+	bad += compare(tc, what, mkey, midx, rkey, ridx);
+	free(rkey);
+	free(ridx);
+	free(key);
+	free(idx);
+	free(mkey);
+	free(midx);
+	return bad;
+}
+
+static int64_t sweep_parts(const float *x, int64_t n, int64_t d, int64_t k)
+{
+	int64_t bad = 0;
+
+	for (size_t mi = 0; mi < 4; mi++) {
+		ref_lists ref;
+
+		ref_build(&ref, metrics[mi], x, n, x, n, d,
+			  (k > THRESHOLD_RANK ? k : THRESHOLD_RANK) + 2);
+		for (int thr = 0; thr < 2; thr++) {
+			tcase tc = { metrics[mi], k, thr, 0, 1, x, n, x, n, d };
+
+			if (thr)
+				tc.threshold_key = pick_threshold(&ref, tc);
+			/* 2 parts on one chunk, 3 on chunks of 1100 rows
+			 * (shared and plain rows, thread teams) */
+			for (int parts = 2; parts <= 3; parts++)
+				bad += parts_case(&ref, &tc,
+						  &self_chunks[parts - 2],
+						  parts);
+		}
+		ref_free(&ref);
+	}
+	return bad;
+}
+
 static void test_self_join(void)
 {
 	const int64_t n = 2100, d = 16, ks[] = { 10 };
 	float *g = gauss_rows(n, d, 0, 1), *t = dup_rows(n, d, 40);
+	float *key = malloc(sizeof(float) * (size_t)(n * ks[0]));
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(n * ks[0]));
+	double flops = -1;
+	xj_backend_cfg cfg;
 
-	CU_ASSERT_FATAL(g && t);
+	CU_ASSERT_FATAL(g && t && key && idx);
 	memcpy(g + (n - 300) * d, g, sizeof(float) * (size_t)(300 * d));
 	same_rows = 1;
 	CU_ASSERT_EQUAL(sweep(g, n, g, n, d, ks, 1, self_chunks,
 			      (int)UNIT_COUNT(self_chunks)), 0);
 	CU_ASSERT_EQUAL(sweep(t, n, t, n, d, ks, 1, self_chunks, 1), 0);
+	CU_ASSERT_EQUAL(sweep_parts(g, n, d, ks[0]), 0);
+	/* one chunk of 5 blocks: 10 block pairs and 5 diagonal blocks, 62%
+	 * of the plain GEMM, where the backend takes the symmetric path */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = ks[0];
+	cfg.d = d;
+	cfg.self = 1;
+	cfg.same_rows = 1;
+	CU_ASSERT_EQUAL(contract_topk(cur->create, &cfg, g, n, g, n, 0, 0, 0,
+				      key, idx, &flops), 0);
+	if (cur->self_join_halves) {
+		CU_ASSERT(flops < 0.65 * 2.0 * n * n * d);
+	} else {
+		CU_ASSERT_EQUAL(flops, 2.0 * n * n * d);
+	}
 	same_rows = 0;
 	free(g);
 	free(t);
+	free(key);
+	free(idx);
 }
 
 /* k above the base size: (+inf, -1) padding, with and without threshold

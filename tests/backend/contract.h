@@ -9,7 +9,7 @@
  * One program per backend (tests/backend/contract_cpu.c,
  * contract_cuda.c), each a table entry and a main:
  *
- *   static const contract_backend cpu = { "cpu", backend_cpu_create, 1 };
+ *   static const contract_backend cpu = { "cpu", backend_cpu_create, 1, 1 };
  *   return contract_run(&cpu, argc, argv);    // suite "contract_cpu"
  *
  * What the contract asks (contract.c has the cases): top-k bit-identical
@@ -42,6 +42,10 @@ typedef struct contract_backend {
 	 * 0: it may queue the work, and a bad row then comes from
 	 * topk_end (CUDA, backend_cuda.h) */
 	int add_checks_rows;
+	/* 1: a self-join's chunk of shared rows (cfg.same_rows) costs about
+	 * half the GEMM FLOPs of the plain path, the sign that topk_add
+	 * scored each pair once (CPU in fp32, CUDA); 0: all of them */
+	int self_join_halves;
 } contract_backend;
 
 /* Register the suite "contract_<name>" of be (unit.h's unit_add: after

@@ -28,8 +28,10 @@ static int create_prec(const xj_backend_cfg *cfg, xj_backend **out,
 
 int main(int argc, char **argv)
 {
-	/* the CPU checks a base chunk's rows in topk_add itself */
-	static const contract_backend cpu = { "cpu", create_prec, 1 };
+	/* the CPU checks a base chunk's rows in topk_add itself; its
+	 * self-join scores each pair once in fp32 (bf16 and int8 run the
+	 * plain tiles) */
+	static contract_backend cpu = { "cpu", create_prec, 1, 1 };
 
 	if (argc > 2 && !strcmp(argv[1], "--precision")) {
 		xj_precision got;
@@ -52,5 +54,6 @@ int main(int argc, char **argv)
 		argc -= 2;
 		argv += 2;
 	}
+	cpu.self_join_halves = prec == XJ_PREC_FP32;
 	return contract_run(&cpu, argc, argv);
 }

@@ -11,9 +11,10 @@
 
 int main(int argc, char **argv)
 {
-	/* topk_add queues its work: a bad base row may come from topk_end */
+	/* topk_add queues its work: a bad base row may come from topk_end;
+	 * a self-join scores each pair of shared rows once */
 	static const contract_backend cuda = { "cuda", gpu_backend_create,
-					       0 };
+					       0, 1 };
 	int rc = gpu_test_device();
 
 	return rc ? rc : contract_run(&cuda, argc, argv);

@@ -395,6 +395,132 @@ static void test_host_work_bytes(void)
 	CU_ASSERT_EQUAL(backend_cuda_pinned_bytes(&cfg, INT64_MAX), INT64_MAX);
 }
 
+/*
+ * The steps topk_add queues (topk_cuda.cu's walk) for one query chunk and
+ * base chunk, over parts 0 .. parts - 1: every (query row, chunk row)
+ * pair must be scanned exactly once over all parts, in tiles the
+ * selection takes (at most TQ rows, TB columns inside one TB sub-tile),
+ * and a self-join's block pairs must be there when the rows are shared.
+ * Returns the block pairs seen.
+ */
+static int64_t steps_cover(xj_backend_cfg cfg, const float *qx, int64_t qfirst,
+			   int64_t qrows, const xj_rows *b, int parts)
+{
+	const int64_t tq = 512, tb = 4096;
+	int64_t nb = b->rows, pairs = 0, bad = 0, gemm = 0, cover = 0;
+	unsigned char *seen = calloc((size_t)(qrows * nb), 1);
+
+	CU_ASSERT_FATAL(seen != NULL);
+	cfg.parts = parts;
+	for (int part = 0; part < parts; part++) {
+		int64_t n, *st;
+
+		cfg.part = part;
+		n = backend_cuda_host_topk_steps(&cfg, qx, qfirst, qrows, b,
+						 NULL, 0);
+		st = malloc(sizeof(int64_t) * 6 * (size_t)(n + 1));
+		CU_ASSERT_FATAL(st != NULL);
+		CU_ASSERT_EQUAL(backend_cuda_host_topk_steps(&cfg, qx, qfirst,
+							     qrows, b, st, n),
+				n);
+		for (int64_t e = 0; e < n; e++) {
+			const int64_t *s = st + 6 * e;
+			int64_t i0 = s[1], m = s[2], j0 = s[3], w = s[4];
+			int64_t off = s[5];
+
+			gemm += m * w;
+			bad += m < 1 || m > tq || w < 1 || w > tb ||
+			       j0 / tb != (j0 + w - 1) / tb || i0 < 0 ||
+			       i0 + m > qrows || j0 < 0 || j0 + w > nb;
+			for (int64_t i = i0; i < i0 + m && !bad; i++)
+				for (int64_t j = j0; j < j0 + w; j++)
+					seen[i * nb + j]++;
+			if (!s[0])
+				continue;
+			/* the transposed tile: queries of the column block
+			 * against the rows of the row block, both blocks of
+			 * at most TQ rows inside one sub-tile */
+			pairs++;
+			bad += w > tq || (i0 - off) / tb != (i0 - off + m - 1) / tb ||
+			       j0 + off < 0 || j0 + w + off > qrows;
+			for (int64_t j = j0 + off; j < j0 + w + off && !bad; j++)
+				for (int64_t i = i0 - off; i < i0 - off + m; i++)
+					seen[j * nb + i]++;
+		}
+		free(st);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	for (int64_t e = 0; e < qrows * nb; e++)
+		cover += seen[e] == 1;
+	CU_ASSERT_EQUAL(cover, qrows * nb);
+	if (cover != qrows * nb || bad)
+		printf("\n  q [%lld, +%lld) b [%lld, +%lld) parts %d: %lld of %lld pairs once",
+		       (long long)qfirst, (long long)qrows,
+		       (long long)b->first_row, (long long)nb, parts,
+		       (long long)cover, (long long)(qrows * nb));
+	/* the GEMMs cover each shared pair once and the others once */
+	CU_ASSERT(pairs == 0 || gemm < qrows * nb);
+	free(seen);
+	return pairs;
+}
+
+/* A self-join's chunk on the CUDA backend: its steps against the CPU's
+ * deal (selfjoin.h), on 1, 2, 3 and 5 parts; chunks sharing too few rows,
+ * rows with the same indices but other bits, and plain top-k take the
+ * plain tiles, still split by query row over the parts. */
+static void test_host_topk_steps(void)
+{
+	const int64_t d = 2, nx = 9000;
+	const int parts[] = { 1, 2, 3, 5 };
+	/* qfirst, qrows, bfirst, brows, block pairs over all parts */
+	const int64_t geo[][5] = {
+		{ 0, 2100, 0, 2100, 10 },         /* 5 blocks, the last short */
+		{ 0, 2100, 1050, 1050, 3 },       /* blocks 512, 512, 26 */
+		{ 1000, 5000, 300, 8400, 55 },    /* b0 = 700: 11 blocks,
+						   * plain columns past 8192 */
+		{ 0, 700, 600, 2000, 0 },         /* 100 shared rows */
+		{ 3000, 600, 0, 4500, 0 },        /* the query inside b,
+						   * 600 rows: too few */
+	};
+	float *x = gauss_rows(nx, d, 0, 1), *y;
+	xj_backend_cfg cfg;
+
+	CU_ASSERT_FATAL(x != NULL);
+	y = malloc(sizeof(float) * (size_t)(nx * d));
+	CU_ASSERT_FATAL(y != NULL);
+	memcpy(y, x, sizeof(float) * (size_t)(nx * d));
+	y[1500 * d + 1] = nextafterf(y[1500 * d + 1], INFINITY);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.k = 5;
+	cfg.d = d;
+	cfg.self = 1;
+	cfg.same_rows = 1;
+	for (int g = 0; g < (int)UNIT_COUNT(geo); g++)
+		for (int p = 0; p < (int)UNIT_COUNT(parts); p++) {
+			const int64_t *e = geo[g];
+			xj_rows b = { x + e[2] * d, e[3], d, e[2], 0 };
+			xj_rows by = { y + e[2] * d, e[3], d, e[2], 0 };
+			xj_backend_cfg plain = cfg;
+
+			CU_ASSERT_EQUAL(steps_cover(cfg, x + e[0] * d, e[0],
+						    e[1], &b, parts[p]), e[4]);
+			/* one value of row 1500 differs: the first three
+			 * share it, and take no block pairs */
+			CU_ASSERT_EQUAL(steps_cover(cfg, x + e[0] * d, e[0],
+						    e[1], &by, parts[p]), 0);
+			plain.same_rows = 0;
+			CU_ASSERT_EQUAL(steps_cover(plain, x + e[0] * d, e[0],
+						    e[1], &b, parts[p]), 0);
+			plain.same_rows = 1;
+			plain.self = 0;
+			CU_ASSERT_EQUAL(steps_cover(plain, x + e[0] * d, e[0],
+						    e[1], &b, parts[p]), 0);
+		}
+	free(x);
+	free(y);
+}
+
 /* ---- device suite ------------------------------------------------------ */
 
 /* Matrix blocks and a top-k session share the device buffers
@@ -448,6 +574,8 @@ static const unit_test host_tests[] = {
 	{ "grid-row merge (merge.cuh) equals topk_merge",
 	  test_host_merge_lists },
 	{ "work, merge and pinned bytes", test_host_work_bytes },
+	{ "self-join steps: every pair once over the parts",
+	  test_host_topk_steps },
 };
 
 static const unit_test device_tests[] = {

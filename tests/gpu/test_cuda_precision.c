@@ -30,7 +30,8 @@
  *     hardware;
  *   - top-k through the CUDA backend in each precision has the CPU
  *     backend's bits for every metric, with data that needs rescoring,
- *     fp16 subnormals and a chunk beyond fp16's range.
+ *     fp16 subnormals and a chunk beyond fp16's range, and self-joins
+ *     (each pair of shared rows scored once, in every precision).
  * Output buffers are poisoned before every call.
  */
 #include <CUnit/Basic.h>
@@ -584,6 +585,9 @@ static int64_t topk_case(const char *what, const float *q, int64_t nq,
 			cfg.k = ks[ki];
 			cfg.d = d;
 			cfg.self = q == b;
+			/* the same rows on both sides: a self-join, whose
+			 * shared rows both backends score once per pair */
+			cfg.same_rows = q == b;
 			if (contract_topk(backend_cpu_create, &cfg, q, nq, b, nb,
 					  0, 0, 0, rk, ri, NULL)) {
 				bad++;
@@ -649,9 +653,14 @@ static void test_device_topk(void)
 	for (int64_t e = 3500 * d; e < 3501 * d; e++)
 		b[e] *= 1e5f;
 	bad += topk_case("one chunk beyond fp16", q, nq, b, nb, d);
+	/* a self-join of 4000 rows holding that row: its block pairs take
+	 * the float32 GEMM on one chunk (fp16), the 16-bit one otherwise */
+	bad += topk_case("self-join, a row beyond fp16", b, 4000, b, 4000, d);
 	CU_ASSERT_FATAL(glove_rows(&g, 200, &gb, 12000, &gd) == 0);
 	bad += topk_case("GloVe", g, 200, gb, 12000, gd);
 	bad += topk_case("GloVe self", gb, 200, gb, 12000, gd);
+	/* all 2100 rows one chunk: block pairs of 16-bit and tf32 GEMMs */
+	bad += topk_case("GloVe self-join", gb, 2100, gb, 2100, gd);
 	CU_ASSERT_EQUAL(bad, 0);
 	free(bigq);
 	free(q);
