@@ -393,8 +393,14 @@ int driver_matrix(xj_run *run, xj_status *st)
 	if (comm_agree(run->comm, st))
 		goto out;
 	report_add(run->rep, PH_READ, &t0);
-	if (h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n,
-			      run->job->m, qc, &slot, st))
+	/* chunks of the blocks' shape (qc x bc, cut to 4 MiB by rows) where
+	 * the padding allows (plan_matrix_chunk_cols): a block then covers
+	 * whole chunks of its columns, where full-width chunks had each
+	 * block write a slice of every chunk it touched */
+	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32,
+				    run->job->n, run->job->m, qc,
+				    plan_matrix_chunk_cols(run->job->m, bc),
+				    &slot, st))
 		goto out;
 	report_add(run->rep, PH_WRITE, &t0);
 	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {

@@ -139,6 +139,12 @@ typedef struct plan_rank_view {
 void plan_rank(const plan_in *in, const plan *p, int rank,
 	       plan_rank_view *v);
 
+/* Columns of a matrix output's HDF5 chunk for base chunks of bc rows over
+ * m columns: bc, so that a block covers whole chunks of its columns, when
+ * the last chunk column's padding (HDF5 allocates and writes whole
+ * chunks) stays within 1/16 of m; else 0, full-width chunks. */
+int64_t plan_matrix_chunk_cols(int64_t m, int64_t bc);
+
 /* Print the plan (grid, blocks, chunk sizes, memory formula) as a table. */
 void plan_print(FILE *out, const plan_in *in, const plan *p);
 

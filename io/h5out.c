@@ -309,14 +309,16 @@ int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
 	return h5out_open(comm, path, 0, 1, out, st);
 }
 
-/* Chunks of chunk_rows x cols, cut to at most H5OUT_CHUNK_BYTES: fewer
- * rows first, then, when one row is already too wide, fewer columns. */
+/* Chunks of chunk_rows x chunk_cols (0: cols), cut to at most
+ * H5OUT_CHUNK_BYTES: fewer rows first, then, when one row is already too
+ * wide, fewer columns. */
 static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
-			     size_t elem_bytes, hsize_t chunk[2])
+			     int64_t chunk_cols, size_t elem_bytes,
+			     hsize_t chunk[2])
 {
 	int64_t cap = H5OUT_CHUNK_BYTES / (int64_t)elem_bytes;
 	int64_t r = chunk_rows < rows ? chunk_rows : rows;
-	int64_t c = cols;
+	int64_t c = chunk_cols > 0 && chunk_cols < cols ? chunk_cols : cols;
 
 	if (c > cap) {
 		c = cap;
@@ -329,7 +331,8 @@ static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
 }
 
 static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
-			    int64_t cols, int64_t chunk_rows, xj_status *st)
+			    int64_t cols, int64_t chunk_rows,
+			    int64_t chunk_cols, xj_status *st)
 {
 	if (!name || !name[0] || strlen(name) >= XJ_NAME_MAX)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: dataset name '%.64s' "
@@ -338,11 +341,11 @@ static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
 	if (h->ndset >= H5OUT_SLOTS)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: more than %d "
 			       "datasets", h->partial, name, H5OUT_SLOTS);
-	if (rows < 0 || cols < 0 || chunk_rows < 0)
+	if (rows < 0 || cols < 0 || chunk_rows < 0 || chunk_cols < 0)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: bad shape %lld x "
-			       "%lld (chunk rows %lld)", h->partial, name,
+			       "%lld (chunk %lld x %lld)", h->partial, name,
 			       (long long)rows, (long long)cols,
-			       (long long)chunk_rows);
+			       (long long)chunk_rows, (long long)chunk_cols);
 	return XJ_OK;
 }
 
@@ -369,7 +372,7 @@ static int h5out_dcpl(const h5out *h, const char *name, hid_t *dcpl,
 
 static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 			      int64_t rows, int64_t cols, int64_t chunk_rows,
-			      xj_status *st)
+			      int64_t chunk_cols, xj_status *st)
 {
 	hid_t ftype = type == H5OUT_I64 ? H5T_STD_I64LE : H5T_IEEE_F32LE;
 	size_t elem_bytes = type == H5OUT_I64 ? 8 : 4;
@@ -387,7 +390,8 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 		goto out;
 	/* an empty dataset cannot hold a chunk, so it stays contiguous */
 	if (chunk_rows > 0 && rows > 0 && cols > 0) {
-		h5out_chunk_dims(rows, cols, chunk_rows, elem_bytes, chunk);
+		h5out_chunk_dims(rows, cols, chunk_rows, chunk_cols, elem_bytes,
+				 chunk);
 		if (H5_TRY(H5Pset_chunk(dcpl, 2, chunk), st, XJ_EXIT_INTERNAL,
 			   "%s:%s: chunk %llu x %llu", h->partial, name,
 			   (unsigned long long)chunk[0],
@@ -482,21 +486,30 @@ static int h5out_slot_agree(h5out *h, int *slot, xj_status *st)
 	return XJ_OK;
 }
 
-int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
-		      int64_t rows, int64_t cols, int64_t chunk_rows,
-		      int *slot, xj_status *st)
+int h5out_add_dataset_tiled(h5out *h, const char *name, h5out_type type,
+			    int64_t rows, int64_t cols, int64_t chunk_rows,
+			    int64_t chunk_cols, int *slot, xj_status *st)
 {
 	xj_ok(st);
 	*slot = -1;
-	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st)) {
+	if (!h5out_check_args(h, name, rows, cols, chunk_rows, chunk_cols,
+			      st)) {
 		if (h->reopened)
 			h5out_open_dataset(h, name, type, rows, cols, 2, 0,
 					   st);
 		else
 			h5out_make_dataset(h, name, type, rows, cols,
-					   chunk_rows, st);
+					   chunk_rows, chunk_cols, st);
 	}
 	return h5out_slot_agree(h, slot, st);
+}
+
+int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
+		      int64_t rows, int64_t cols, int64_t chunk_rows,
+		      int *slot, xj_status *st)
+{
+	return h5out_add_dataset_tiled(h, name, type, rows, cols, chunk_rows,
+				       0, slot, st);
 }
 
 static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st);
@@ -543,7 +556,7 @@ int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 {
 	xj_ok(st);
 	*slot = -1;
-	if (!h5out_check_args(h, name, len, 1, 0, st)) {
+	if (!h5out_check_args(h, name, len, 1, 0, 0, st)) {
 		if (h->reopened)
 			h5out_open_dataset(h, name, type, len, 1, 1,
 					   growable, st);
