@@ -106,7 +106,7 @@ matrix_kernel(int m, int64_t d, const float *q, int nq, const double *qq,
 	}
 }
 
-/* q (n x d floats) widened to double into y: exact, the GEMM's input. */
+/* x (n floats) widened to double into y: exact, the GEMM's input. */
 __global__ void matrix_widen_kernel(const float *x, int64_t n, double *y)
 {
 	for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
