@@ -12,17 +12,18 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /*
- * The matrix's HDF5 chunks span a block's columns (cols), cut to 4 MiB by
- * their rows (h5out_add_tiled): a block's write then covers whole chunks,
- * each contiguous in the file, instead of a strided piece of every chunk
- * it crosses (chunks of whole rows). XJ_MATRIX_CHUNKS=rows keeps chunks of
- * whole rows, for the benchmark's side-by-side comparison.
+ * The matrix's HDF5 chunks span a block's cols of the m columns, cut to 4
+ * MiB by their rows, where the padding allows (plan_matrix_chunk_cols): a
+ * block's write then covers whole chunks, each contiguous in the file,
+ * instead of a strided piece of every chunk it crosses (chunks of whole
+ * rows). XJ_MATRIX_CHUNKS=rows keeps chunks of whole rows, for the
+ * benchmark's side-by-side comparison.
  */
-static int64_t chunk_cols(int64_t cols)
+static int64_t chunk_cols(int64_t m, int64_t cols)
 {
 	const char *e = getenv("XJ_MATRIX_CHUNKS");
 
-	return e && !strcmp(e, "rows") ? 0 : cols;
+	return e && !strcmp(e, "rows") ? 0 : plan_matrix_chunk_cols(m, cols);
 }
 
 /* ---- the triangle of a set with itself -------------------------------- */
@@ -181,8 +182,8 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 	if (comm_agree(c, st))
 		goto out;
 	report_add(run->rep, PH_READ, &t0);
-	if (h5out_add_tiled(run->out, "distances", H5OUT_F32, n, n, tr.t,
-			    chunk_cols(tr.t), &slot, st))
+	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32, n, n,
+				    tr.t, chunk_cols(n, tr.t), &slot, st))
 		goto out;
 	report_add(run->rep, PH_WRITE, &t0);
 	steps = (tr.nblk + P - 1) / P;
@@ -342,8 +343,9 @@ int driver_matrix(xj_run *run, xj_status *st)
 	if (comm_agree(run->comm, st))
 		goto out;
 	report_add(run->rep, PH_READ, &t0);
-	if (h5out_add_tiled(run->out, "distances", H5OUT_F32, run->job->n,
-			    run->job->m, qc, chunk_cols(bc), &slot, st))
+	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32,
+				    run->job->n, run->job->m, qc,
+				    chunk_cols(run->job->m, bc), &slot, st))
 		goto out;
 	report_add(run->rep, PH_WRITE, &t0);
 	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {

@@ -219,6 +219,13 @@ int plan_make_device(plan_in *pin, const struct xj_backend_cfg *cfg,
 	return plan_make(pin, out, st);
 }
 
+int64_t plan_matrix_chunk_cols(int64_t m, int64_t bc)
+{
+	if (bc < 1 || bc >= m)
+		return 0;
+	return ceil_div(m, bc) * bc - m <= m / 16 ? bc : 0;
+}
+
 void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
 {
 	v->row = rank / p->pc;

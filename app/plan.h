@@ -143,6 +143,12 @@ typedef struct plan_rank_view {
 void plan_rank(const plan_in *in, const plan *p, int rank,
 	       plan_rank_view *v);
 
+/* Columns of a matrix output's HDF5 chunk for base chunks of bc rows over
+ * m columns: bc, so that a block covers whole chunks of its columns, when
+ * the last chunk column's padding (HDF5 allocates and writes whole
+ * chunks) stays within 1/16 of m; else 0, full-width chunks. */
+int64_t plan_matrix_chunk_cols(int64_t m, int64_t bc);
+
 /* Print the plan (grid, blocks, chunk sizes, memory formula) as a table. */
 /* The square blocks of a matrix of a set with itself (the upper triangle,
  * app/driver_matrix.c): the smaller chunk, and at most n/16 rows (rounded

@@ -309,8 +309,9 @@ int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
 	return h5out_open(comm, path, 0, 1, out, st);
 }
 
-/* Chunks of chunk_rows x cols, cut to at most H5OUT_CHUNK_BYTES: fewer
- * rows first, then, when one row is already too wide, fewer columns. */
+/* Chunks of chunk_rows x chunk_cols (0: cols), cut to at most
+ * H5OUT_CHUNK_BYTES: fewer rows first, then, when one row is already too
+ * wide, fewer columns. */
 static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
 			     int64_t chunk_cols, size_t elem_bytes,
 			     hsize_t chunk[2])
@@ -330,7 +331,8 @@ static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
 }
 
 static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
-			    int64_t cols, int64_t chunk_rows, xj_status *st)
+			    int64_t cols, int64_t chunk_rows,
+			    int64_t chunk_cols, xj_status *st)
 {
 	if (!name || !name[0] || strlen(name) >= XJ_NAME_MAX)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s: dataset name '%.64s' "
@@ -339,11 +341,11 @@ static int h5out_check_args(const h5out *h, const char *name, int64_t rows,
 	if (h->ndset >= H5OUT_SLOTS)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: more than %d "
 			       "datasets", h->partial, name, H5OUT_SLOTS);
-	if (rows < 0 || cols < 0 || chunk_rows < 0)
+	if (rows < 0 || cols < 0 || chunk_rows < 0 || chunk_cols < 0)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: bad shape %lld x "
-			       "%lld (chunk rows %lld)", h->partial, name,
+			       "%lld (chunk %lld x %lld)", h->partial, name,
 			       (long long)rows, (long long)cols,
-			       (long long)chunk_rows);
+			       (long long)chunk_rows, (long long)chunk_cols);
 	return XJ_OK;
 }
 
@@ -388,8 +390,8 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 		goto out;
 	/* an empty dataset cannot hold a chunk, so it stays contiguous */
 	if (chunk_rows > 0 && rows > 0 && cols > 0) {
-		h5out_chunk_dims(rows, cols, chunk_rows, chunk_cols,
-				 elem_bytes, chunk);
+		h5out_chunk_dims(rows, cols, chunk_rows, chunk_cols, elem_bytes,
+				 chunk);
 		if (H5_TRY(H5Pset_chunk(dcpl, 2, chunk), st, XJ_EXIT_INTERNAL,
 			   "%s:%s: chunk %llu x %llu", h->partial, name,
 			   (unsigned long long)chunk[0],
@@ -484,17 +486,14 @@ static int h5out_slot_agree(h5out *h, int *slot, xj_status *st)
 	return XJ_OK;
 }
 
-int h5out_add_tiled(h5out *h, const char *name, h5out_type type,
-		    int64_t rows, int64_t cols, int64_t chunk_rows,
-		    int64_t chunk_cols, int *slot, xj_status *st)
+int h5out_add_dataset_tiled(h5out *h, const char *name, h5out_type type,
+			    int64_t rows, int64_t cols, int64_t chunk_rows,
+			    int64_t chunk_cols, int *slot, xj_status *st)
 {
 	xj_ok(st);
 	*slot = -1;
-	if (!h5out_check_args(h, name, rows, cols, chunk_rows, st) &&
-	    chunk_cols < 0)
-		xj_fail(st, XJ_EXIT_INTERNAL, "%s:%s: chunk columns %lld",
-			h->partial, name, (long long)chunk_cols);
-	if (!st->code) {
+	if (!h5out_check_args(h, name, rows, cols, chunk_rows, chunk_cols,
+			      st)) {
 		if (h->reopened)
 			h5out_open_dataset(h, name, type, rows, cols, 2, 0,
 					   st);
@@ -509,8 +508,8 @@ int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 		      int64_t rows, int64_t cols, int64_t chunk_rows,
 		      int *slot, xj_status *st)
 {
-	return h5out_add_tiled(h, name, type, rows, cols, chunk_rows, 0, slot,
-			       st);
+	return h5out_add_dataset_tiled(h, name, type, rows, cols, chunk_rows,
+				       0, slot, st);
 }
 
 static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st);
@@ -557,7 +556,7 @@ int h5out_add_vector(h5out *h, const char *name, h5out_type type,
 {
 	xj_ok(st);
 	*slot = -1;
-	if (!h5out_check_args(h, name, len, 1, 0, st)) {
+	if (!h5out_check_args(h, name, len, 1, 0, 0, st)) {
 		if (h->reopened)
 			h5out_open_dataset(h, name, type, len, 1, 1,
 					   growable, st);

@@ -2,7 +2,7 @@
  * h5out.h: writing results with parallel HDF5, all-or-nothing.
  *
  * defines: h5out, h5out_type, h5out_create, h5out_reopen, h5out_add_dataset,
- *          h5out_add_tiled,
+ *          h5out_add_dataset_tiled,
  *          h5out_write, h5out_flush, h5out_attr_str, h5out_attr_i64,
  *          h5out_attr_f64, h5out_add_vector, h5out_grow, h5out_read_i64,
  *          h5out_finish,
@@ -61,12 +61,14 @@ int h5out_reopen(MPI_Comm comm, const char *path, h5out **out,
 int h5out_add_dataset(h5out *h, const char *name, h5out_type type,
 		      int64_t rows, int64_t cols, int64_t chunk_rows,
 		      int *slot, xj_status *st);
-/* The same with chunks of chunk_rows x chunk_cols (0: every column), cut
- * to 4 MiB by their rows: a matrix whose blocks span chunk_cols columns
- * then writes whole chunks, each contiguous in the file. */
-int h5out_add_tiled(h5out *h, const char *name, h5out_type type,
-		    int64_t rows, int64_t cols, int64_t chunk_rows,
-		    int64_t chunk_cols, int *slot, xj_status *st);
+
+/* h5out_add_dataset with chunks of chunk_rows x chunk_cols (chunk_cols 0:
+ * cols), capped to 4 MiB by rows first: for a matrix written in blocks of
+ * chunk_rows x chunk_cols, so that a block covers whole chunks of its
+ * columns instead of a slice of each of many full-width chunks. */
+int h5out_add_dataset_tiled(h5out *h, const char *name, h5out_type type,
+			    int64_t rows, int64_t cols, int64_t chunk_rows,
+			    int64_t chunk_cols, int *slot, xj_status *st);
 
 /* Add a 1-D dataset of len elements (a CSR array). growable: chunked with
  * no upper bound, for h5out_grow. It takes h5out_write's slabs as

@@ -35,6 +35,7 @@
 
 #include "backend.h"
 #include "cpu_gemm.h"
+#include "metric_dgemm.h"
 
 /*
  * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
@@ -153,20 +154,11 @@ static inline cpu_backend *cpu_of(xj_backend *be)
 	return (cpu_backend *)be;
 }
 
-/* Key from an accumulated sum, with the final operations of metric_key(). */
+/* Key from an accumulated sum, with the final operations of metric_key()
+ * (metric_dgemm.h's, which the CUDA matrix shares). */
 static inline float lanes_key(xj_metric m, double s, double qq, double bb)
 {
-	switch (m) {
-	case XJ_METRIC_SQEUCLIDEAN:
-		return (float)s;
-	case XJ_METRIC_L2:
-		return (float)sqrt(s);
-	case XJ_METRIC_IP:
-		return -(float)s;
-	case XJ_METRIC_COSINE:
-		return (float)(1.0 - s / sqrt(qq * bb));
-	}
-	return NAN;
+	return metric_sum_key(m, s, qq, bb);
 }
 
 /* ---- cpu_backend.c ------------------------------------------------- */

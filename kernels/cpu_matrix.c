@@ -165,41 +165,22 @@ static void widen(const float *x, int64_t n, double *y)
  * One query row (canonical squared norm qq) against nb base rows, from
  * their dot products p: o[w] gets the value wherever the bound decides
  * it, amb[w] says where it does not. Returns how many it does not. The
- * keys of the interval's ends are compared bit for bit (-0 is not +0).
- * Inlined with a constant metric, so that the loop has no branch and
- * vectorises (this file is built with -fno-math-errno: sqrt() without
- * the errno branch, the same correctly rounded result).
+ * decision is metric_dgemm_decide (metric_dgemm.h), the CUDA matrix's
+ * too. Inlined with a constant metric, so that the loop has no branch
+ * and vectorises (this file is built with -fno-math-errno: sqrt()
+ * without the errno branch, the same correctly rounded result).
  */
 static inline __attribute__((always_inline)) int64_t
 verify_row_of(xj_metric m, int64_t d, const double *p, int64_t nb, double qq,
 	      const double *bb, float *o, unsigned char *amb)
 {
-	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
 	int64_t n = 0;
 
 	for (int64_t w = 0; w < nb; w++) {
-		double x, e, lo, hi;
-		float klo, khi;
-		uint32_t a, z;
+		int u = metric_dgemm_decide(m, d, p[w], qq, bb[w], &o[w]);
 
-		if (sq) {
-			x = qq + bb[w] - 2.0 * p[w];
-			e = metric_sqdist_err(d, x, qq, bb[w]);
-		} else {
-			x = p[w];
-			e = metric_dot_err(d, x, qq, bb[w]);
-		}
-		/* lo < 0 (l2: sqrt gives NaN) leaves the pair undecided,
-		 * as it would be anyway: its interval holds 0 */
-		lo = x - e;
-		hi = x + e;
-		klo = lanes_key(m, lo, qq, bb[w]);
-		khi = lanes_key(m, hi, qq, bb[w]);
-		memcpy(&a, &klo, sizeof(a));
-		memcpy(&z, &khi, sizeof(z));
-		amb[w] = a != z;
-		n += a != z;
-		o[w] = m == XJ_METRIC_IP ? -klo : klo;
+		amb[w] = (unsigned char)u;
+		n += u;
 	}
 	return n;
 }

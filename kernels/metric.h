@@ -4,7 +4,8 @@
  * defines: metric_key, metric_norm2, metric_key_to_value,
  *          metric_value_to_key, metric_gate_approx, metric_err_bound,
  *          metric_err_bound_prec, metric_err_bound_rows,
- *          metric_check_rows, metric_dot_err, metric_sqdist_err
+ *          metric_check_rows; metric_dgemm.h (included) the double
+ *          GEMM's metric_dot_err, metric_sqdist_err, metric_dgemm_decide
  *
  * Every result xjoin reports is a *canonical* score: computed from the
  * float32 values as read, in double precision, accumulating over the
@@ -42,6 +43,9 @@
 
 #include "../config/job.h"
 #include "../config/status.h"
+/* the double GEMM's bounds and decision (the matrix), in a header the
+ * CUDA backend's device code includes too */
+#include "metric_dgemm.h"
 
 /* Canonical squared norm: sum of (double)x_i^2 in index order. */
 double metric_norm2(const float *x, int64_t d);
@@ -85,43 +89,6 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 			     double bnorm, double qerr, double berr,
 			     xj_precision p);
-/*
- * Exact values from a double GEMM (the matrix). A GEMM in double on the
- * float32 rows, summing in any order with or without FMA, gives each
- * pair's dot product p; the canonical accumulator (sum of squares for
- * l2/sqeuclidean, dot product for ip/cosine) lies within the bound below
- * of the value derived from p. The key is a monotone function of the
- * accumulator (lanes_key: a rounding, sqrt, negation, 1 - x / const), so
- * when both ends of the interval give the same key bits, that is the
- * canonical key; otherwise the pair is computed canonically. The bounds
- * include the rounding of the interval's ends (x -+ err computed in
- * double stays outside the exact interval). Derivation: docs/design.md,
- * "Exact matrix values from a double GEMM". Valid for d < 2^31.
- *
- * metric_dot_err: |p - canonical dot| for rows with canonical squared
- *   norms qq and bb, plus the rounding of p -+ err.
- * metric_sqdist_err: |s - canonical sum of squares| for
- *   s = (qq + bb) - 2 p, computed so in double.
- */
-#define METRIC_U53 0x1p-53
-#define METRIC_SLACK (1.0 + 0x1p-18)
-
-static inline double metric_dot_err(int64_t d, double p, double qq,
-				    double bb)
-{
-	return 2.0 * (double)d * METRIC_U53 * sqrt(qq) * sqrt(bb) *
-	       METRIC_SLACK + 0x1p-50 * fabs(p);
-}
-
-static inline double metric_sqdist_err(int64_t d, double s, double qq,
-				       double bb)
-{
-	double ea = (2.0 * (double)d + 4.0) * METRIC_U53 * (qq + bb);
-
-	return (ea + ((double)d + 3.0) * METRIC_U53 * (fabs(s) + ea)) *
-	       METRIC_SLACK + 0x1p-50 * fabs(s);
-}
-
 /* Metric-specific input checks on rows already known to be finite:
  * cosine rejects zero rows; every metric rejects rows whose squared norm
  * overflows float32. On failure names "row R" (global index first_row + i)

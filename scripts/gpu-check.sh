@@ -26,7 +26,10 @@
 #   - topk k=10 and k=100, every metric, on data/glove-demo.h5 and
 #     glove-100d-100k.h5 (bundle DIR/data or ../shared/data) when present:
 #     --device gpu against --device cpu
-#   - matrix, every metric, on glove-demo and a 200 x 20000 slice of glove-100k
+#   - matrix, every metric, on glove-demo and a 200 x 20000 slice of glove-100k,
+#     and on 700 x 4200 rows built against the double GEMM's verification
+#     (duplicates, near-duplicates, dot products on float32 rounding
+#     boundaries, magnitudes 1e-20..1e17; across the 512 x 4096 tiles)
 #   - a starved GPU (--chunk-rows 64 and a --gpu-mem-fraction derived from
 #     the backend's own bytes and the GPU's free memory by gpu_budget): many
 #     chunks, same bits; the dry run evaluates that formula for an H100 and
@@ -286,6 +289,41 @@ with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
     dst["train"] = src["train"][:20000]
 PY
 fi
+# rows that leave the double GEMM's bound undecided (as the contract's
+# undecided_rows): pair i of test and train is, by i % 4, a dot product on
+# a float32 rounding boundary, a duplicate at 1e17, a near-duplicate (one
+# element one ulp apart) or two rows of any magnitude in 1e-20..1e17
+adv=
+if [ -n "$py" ]; then
+	adv=$work/matrix-adversarial.h5
+	[ -f "$adv" ] || "$py" - "$adv" <<'PY' >>"$log" 2>&1 || adv=
+import sys, h5py, numpy as np
+n, m, d = 700, 4200, 24
+rng = np.random.default_rng(13)
+q = rng.standard_normal((m, d)).astype(np.float32)
+b = rng.standard_normal((m, d)).astype(np.float32)
+for i in range(m):
+    scale = 10.0 ** rng.uniform(-20, 17)
+    if i % 4 == 0:
+        sc = 2.0 ** (i % 117 - 60)
+        q[i] = 0
+        b[i] = 0
+        q[i, :4] = [(1 + rng.uniform()) * sc, 2.0 ** -24 * sc,
+                    (i % 3 - 1) * 2.0 ** -40 * sc, sc * 2.0 ** -30]
+        b[i, :4] = [1, 1, 1, 2.0 ** -60]
+    elif i % 4 == 1:
+        q[i] = b[i] = q[i] * np.float32(1e17)
+    elif i % 4 == 2:
+        q[i] = b[i] = (q[i] * scale).astype(np.float32)
+        b[i, i % d] = np.nextafter(b[i, i % d], np.float32(np.inf))
+    else:
+        q[i] = (q[i] * scale).astype(np.float32)
+        b[i] = (b[i] * 10.0 ** rng.uniform(-20, 17)).astype(np.float32)
+with h5py.File(sys.argv[1], "w") as f:
+    f["test"] = q[:n]
+    f["train"] = b
+PY
+fi
 for m in $metrics; do
 	check "matrix demo $m" "matrix-demo-$m" \
 		matrix -q "$demo" -b "$demo" -m "$m" -- --device gpu
@@ -293,7 +331,12 @@ for m in $metrics; do
 		check "matrix glove100k[200x20000] $m" "matrix-slice-$m" \
 			matrix -q "$slice" -b "$slice" -m "$m" -- --device gpu
 	fi
+	if [ -n "$adv" ]; then
+		check "matrix adversarial[700x4200] $m" "matrix-adv-$m" \
+			matrix -q "$adv" -b "$adv" -m "$m" -- --device gpu
+	fi
 done
+[ -z "$adv" ] && result SKIP "matrix adversarial" "no python3 with h5py and numpy"
 
 # --- 3. a starved GPU: many small chunks ------------------------------------------
 # The fraction is derived, never fixed: gpu_budget plans the job as xjoin

@@ -4,7 +4,8 @@
  * chunks), the memory formulas the planner uses, the row checks both
  * paths share, and the probe and description of devices. The work is in
  * topk_cuda.cu (float32 cuBLAS candidates + canonical rescoring) and
- * matrix_cuda.cu (canonical scores); what the three share is in
+ * matrix_cuda.cu (double cuBLAS values verified, canonical ones where
+ * the bound does not decide); what the three share is in
  * backend_cuda_int.h.
  *
  * Errors: every CUDA and cuBLAS call is checked (check.cuh), every launch
@@ -112,6 +113,7 @@ static void base_free(cuda_backend *c)
 	dev_free(&c->bnorm);
 	dev_free(&c->submax);
 	dev_free(&c->blow);
+	dev_free(&c->bd);
 	for (int s = 0; s < 2; s++) {
 		if (c->stage[s])
 			(void)cudaFreeHost(c->stage[s]);
@@ -141,6 +143,8 @@ int cuda_base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	    dev_alloc(&c->submax, rows / XJ_CUDA_TB + 1, "sub-tile norms", st) ||
 	    (c->lowp && dev_alloc(&c->blow, mul_sat(rows, d),
 				  "16-bit base rows", st)) ||
+	    (c->dgemm && dev_alloc(&c->bd, mul_sat(rows, d),
+				   "base rows in double", st)) ||
 	    cuda_pinned_alloc(&c->stage[0], mul_sat(rows, d), "base staging",
 			      st) ||
 	    cuda_pinned_alloc(&c->stage[1], mul_sat(rows, d), "base staging",
@@ -157,6 +161,10 @@ static void work_free(cuda_backend *c)
 {
 	dev_free(&c->g);
 	dev_free(&c->g2);
+	dev_free(&c->qd);
+	dev_free(&c->gd);
+	dev_free(&c->sqflags);
+	dev_free(&c->mdone);
 	dev_free(&c->cand);
 	dev_free(&c->ncand);
 	dev_free(&c->skey);
@@ -179,6 +187,13 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 	if (dev_alloc(&c->g, tile, "the GEMM tile", st) ||
 	    dev_alloc(&c->g2, tile, "the second matrix tile", st) ||
 	    dev_alloc(&c->bad, 2, "row flags", st))
+		return st->code;
+	if (c->dgemm &&
+	    (dev_alloc(&c->qd, mul_sat(XJ_CUDA_TQ, c->cfg.d),
+		       "a query tile in double", st) ||
+	     dev_alloc(&c->gd, tile, "the double GEMM tile", st) ||
+	     dev_alloc(&c->sqflags, XJ_CUDA_SQUARES, "undecided squares", st) ||
+	     dev_alloc(&c->mdone, 1, "the canonical pair count", st)))
 		return st->code;
 	if (k < 1)          /* a matrix-only backend */
 		return XJ_OK;
@@ -356,6 +371,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->device = device;
 	c->lowp = cfg->precision == XJ_PREC_BF16 ||
 		  cfg->precision == XJ_PREC_FP16;
+	/* what the driver makes for a matrix (app/main.c passes k = 0):
+	 * values from a double GEMM, with its buffers; one for top-k keeps
+	 * its memory and computes any matrix block canonically */
+	c->dgemm = cfg->k < 1;
 	c->gate0 = cfg->has_threshold ?
 		   metric_gate_approx(cfg->metric, cfg->threshold_key) : INFINITY;
 	c->be.name = "cuda";
@@ -390,12 +409,17 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
-	double per_b = (k >= 1 ? 8 : 4) * d + cos_row + low_row + 16;
+	/* top-k: two uploaded chunks; matrix: one, and its copy in double */
+	double per_b = (k >= 1 ? 8 : 12) * d + cos_row + low_row + 16;
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
 	if (k >= 1)
 		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
+	else    /* the double GEMM: a query tile, its tile of dot products,
+		 * the squares' flags, the count */
+		fixed += XJ_CUDA_TQ * d * 8 + tile * 8 +
+			 4 * (double)XJ_CUDA_SQUARES + 8;
 	total = (double)qrows * per_q + (double)brows * per_b + fixed;
 	return total >= 0x1p62 ? INT64_MAX : (int64_t)total;
 }

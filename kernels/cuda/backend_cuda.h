@@ -39,6 +39,11 @@
  *                block_alloc's pinned memory (pageable memory works, with
  *                synchronous copies). matrix_wait waits for them. Not
  *                between topk_begin and topk_end (they share buffers).
+ *                A backend made with k = 0 (a matrix job) proposes the
+ *                values by cublasDgemm and verifies them with the CPU's
+ *                bound (metric_dgemm.h), computing the pairs it leaves
+ *                undecided canonically (matrix_exact_pairs counts them);
+ *                one made for top-k computes every pair canonically.
  * One backend drives one device from one host thread at a time.
  *
  * cfg->precision (--precision) picks the arithmetic of the candidate
@@ -92,12 +97,16 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *   per query row  4d (rows) + 4d (cosine copy) + 2d (bf16/fp16 copy) +
  *                  28 (norms, gate, count) + 12k (k-list)
  *   per base row   8d for k >= 1 (two chunks: one uploaded while the
- *                  other is used), else 4d; + 4d (cosine) + 2d
+ *                  other is used), else 12d (one chunk, and its copy in
+ *                  double for the matrix's GEMM); + 4d (cosine) + 2d
  *                  (bf16/fp16) + 16 (norms) + 4/TB (sub-tile max)
  *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) + 16 (row
  *                  flags) and, for k >= 1, TQ x TB x 16
  *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
- *                  (merge scratch); TQ = 512, TB = 4096
+ *                  (merge scratch); for k = 0, TQ x d x 8 (a query tile
+ *                  in double) + TQ x TB x 8 (its dot products) +
+ *                  4 TQ TB / 32^2 (a flag per 32 x 32 square) + 8 (the
+ *                  count); TQ = 512, TB = 4096
  * A self-join's block pair (TQ x TQ) and its transposed copy share the
  * GEMM tile: no bytes beyond these.
  * cuBLAS's own workspace and the CUDA context (a few hundred MiB) come on
@@ -129,6 +138,10 @@ double backend_cuda_host_err_bound(xj_metric m, int64_t d, double qnorm,
 float backend_cuda_host_threshold(xj_metric m, int64_t d, double gate,
 				  double qq, float qnorm, float bmax);
 uint64_t backend_cuda_host_sortkey(float key, uint32_t col);
+/* metric_dgemm_decide as this library compiles it for the host beside
+ * the device code of matrix.cuh's verify_kernel */
+int backend_cuda_host_dgemm_decide(xj_metric m, int64_t d, double p,
+				   double qq, double bb, float *value);
 /* The scan threshold and error bound of a GEMM in precision p. */
 float backend_cuda_host_threshold_prec(xj_metric m, int64_t d, double gate,
 				       double qq, float qnorm, float bmax,

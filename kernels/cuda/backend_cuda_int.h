@@ -48,6 +48,12 @@
 static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
 	      "tile rows: one block per row, grid.y of the matrix kernel");
 
+/* The matrix kernels' square of pairs (matrix.cuh's MAT_ROWS): one flag
+ * per square of a tile. */
+#define XJ_CUDA_SQ 32
+#define XJ_CUDA_SQUARES (((int64_t)XJ_CUDA_TQ + XJ_CUDA_SQ - 1) / XJ_CUDA_SQ * \
+			 (((int64_t)XJ_CUDA_TB + XJ_CUDA_SQ - 1) / XJ_CUDA_SQ))
+
 #define MIN64(a, b) ((a) < (b) ? (a) : (b))
 
 /* A row flag with no bad row, as prep.cuh defines it, for the files that
@@ -88,6 +94,8 @@ typedef struct cuda_backend {
 	float *submax;          /* largest bnorm per TB sub-tile */
 	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
 	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
+	double *bd;             /* matrix-only backend: the base block in
+				 * double (balloc x d), the double GEMM's */
 	float *stage[2];        /* pinned host, balloc x d */
 	cudaEvent_t staged[2];  /* upload out of stage[s] into braw[s] done */
 	cudaEvent_t consumed[2]; /* tiles reading braw[s] done */
@@ -96,6 +104,13 @@ typedef struct cuda_backend {
 	/* tile work */
 	float *g;               /* TQ x TB: GEMM tile, matrix tile */
 	float *g2;              /* TQ x TB: the matrix's second tile */
+	/* the matrix's double GEMM, on a matrix-only backend (k = 0; a
+	 * backend for top-k computes matrix blocks canonically) */
+	int dgemm;
+	double *qd;             /* TQ x d: a query tile in double */
+	double *gd;             /* TQ x TB: its dot products */
+	int *sqflags;           /* undecided pairs per 32 x 32 square */
+	unsigned long long *mdone; /* pairs computed canonically, this block */
 	cudaStream_t cstream;   /* copies: base uploads, matrix tiles out */
 	cudaEvent_t tiled[2];   /* matrix tile in g / g2 computed */
 	cudaEvent_t copied[2];  /* ... and copied out: buffer free */

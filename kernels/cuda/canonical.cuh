@@ -48,6 +48,7 @@
 extern "C" {
 #include "../../config/job.h"
 }
+#include "../metric_dgemm.h"
 
 #define XJC_HD __host__ __device__ __forceinline__
 
@@ -131,20 +132,11 @@ XJC_HD double xjc_step(int sq, double acc, double q, double b)
 }
 
 /* Key from the accumulated sum s (squared distance for the l2 family, dot
- * product otherwise), with the final operations of metric_key(). */
+ * product otherwise), with the final operations of metric_key():
+ * metric_dgemm.h's, the CPU's own. */
 XJC_HD float xjc_key_of_sum(int m, double s, double qq, double bb)
 {
-	switch (m) {
-	case XJ_METRIC_SQEUCLIDEAN:
-		return XJC_F32(s);
-	case XJ_METRIC_L2:
-		return XJC_F32(XJC_SQRT(s));
-	case XJ_METRIC_IP:
-		return -XJC_F32(s);
-	case XJ_METRIC_COSINE:
-		return XJC_F32(XJC_SUB(1.0, XJC_DIV(s, XJC_SQRT(XJC_MUL(qq, bb)))));
-	}
-	return NAN;
+	return metric_sum_key((xj_metric)m, s, qq, bb);
 }
 
 XJC_HD int xjc_is_sq(int m)

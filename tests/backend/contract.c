@@ -911,8 +911,13 @@ static float *ref_matrix(xj_metric m, const float *q, int64_t nq,
 	return v;
 }
 
-/* The config of a matrix job with blocks up to nq x nb (the driver
- * passes the job's k in matrix mode too). */
+/* The k of matrix_cfg: 0, as the driver makes a matrix backend
+ * (app/main.c); test_matrix also takes some blocks on a backend made for
+ * top-k (k = 10), which may compute them another way (the CUDA backend:
+ * canonically, without its double GEMM's buffers). */
+static int64_t matrix_k;
+
+/* The config of a matrix job with blocks up to nq x nb. */
 static xj_backend_cfg matrix_cfg(xj_metric m, int64_t d, int64_t nq,
 				 int64_t nb, int threads)
 {
@@ -920,7 +925,7 @@ static xj_backend_cfg matrix_cfg(xj_metric m, int64_t d, int64_t nq,
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.metric = m;
-	cfg.k = 10;
+	cfg.k = matrix_k;
 	cfg.d = d;
 	cfg.threads = threads;
 	cfg.max_query_rows = nq;
@@ -1006,6 +1011,14 @@ static void test_matrix(void)
 					     1) +
 				check_matrix(metrics[mi], q, 70, b, 90, 64, 0,
 					     0), 0);
+	/* a backend made for top-k, across a tile boundary of the CUDA's
+	 * (512 x 4096), offset rows */
+	matrix_k = 10;
+	for (size_t mi = 0; mi < 4; mi++)
+		CU_ASSERT_EQUAL(check_matrix(metrics[mi], qo, small_only ? 5 : 600,
+					     bo, small_only ? 100 : 4097, d, 2,
+					     (int)(mi % 2)), 0);
+	matrix_k = 0;
 	/* empty blocks write nothing */
 	xj_backend_cfg cfg = matrix_cfg(XJ_METRIC_L2, d, 3, 3, 0);
 	xj_backend *be;
@@ -1086,44 +1099,53 @@ static void undecided_rows(int64_t n, int64_t d, float *q, float *b)
 	}
 }
 
-/* Every metric on undecided_rows, bit for bit, in one block and in a
- * block split as the driver does; a backend that counts them says how
+/* Every metric on undecided_rows, bit for bit: n x n, and (full runs)
+ * 600 of them against 4100, across the CUDA's tile boundaries (512 x
+ * 4096) with partial 32 x 32 squares; a backend that counts them says how
  * many pairs it computed canonically. */
 static void test_matrix_undecided(void)
 {
-	const int64_t n = 300, d = 24;
-	float *q = malloc(sizeof(float) * (size_t)(n * d));
-	float *b = malloc(sizeof(float) * (size_t)(n * d));
-	float *out = malloc(sizeof(float) * (size_t)(n * n));
+	const int64_t n = 300, d = 24, nl = 4100, nql = 600;
+	float *q = malloc(sizeof(float) * (size_t)(nl * d));
+	float *b = malloc(sizeof(float) * (size_t)(nl * d));
+	float *out = malloc(sizeof(float) * (size_t)(nql * nl));
 
 	CU_ASSERT_FATAL(q && b && out);
-	undecided_rows(n, d, q, b);
-	for (size_t mi = 0; mi < 4; mi++) {
-		xj_metric m = metrics[mi];
-		xj_backend_cfg cfg = matrix_cfg(m, d, n, n, 0);
-		float *want = ref_matrix(m, q, n, b, n, d);
-		xj_rows qr = { q, n, d, 0, 0 }, br = { b, n, d, 0, 0 };
-		xj_backend *be;
-		xj_status st;
-		int64_t bad = 0;
+	for (int shape = 0; shape < (small_only ? 1 : 2); shape++) {
+		int64_t nq = shape ? nql : n, nb = shape ? nl : n;
 
-		xj_ok(&st);
-		CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
-		memset(out, 0xff, sizeof(float) * (size_t)(n * n));
-		CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out, &st),
-				XJ_OK);
-		for (int64_t e = 0; e < n * n; e++)
-			if (!same_f32(out[e], want[e]) && bad++ < 4)
-				printf("\n  undecided %s at (%lld,%lld): got %a want %a",
-				       metric_names[m], (long long)(e / n),
-				       (long long)(e % n), out[e], want[e]);
-		CU_ASSERT_EQUAL(bad, 0);
-		printf("\n  %s: %lld of %lld pairs computed canonically",
-		       metric_names[m], (long long)be->matrix_exact_pairs,
-		       (long long)(n * n));
-		CU_ASSERT(be->matrix_exact_pairs <= n * n);
-		be->release(be);
-		free(want);
+		undecided_rows(shape ? nl : n, d, q, b);
+		for (size_t mi = 0; mi < 4; mi++) {
+			xj_metric m = metrics[mi];
+			xj_backend_cfg cfg = matrix_cfg(m, d, nq, nb, 0);
+			float *want = ref_matrix(m, q, nq, b, nb, d);
+			xj_rows qr = { q, nq, d, 0, 0 }, br = { b, nb, d, 0, 0 };
+			xj_backend *be;
+			xj_status st;
+			int64_t bad = 0;
+
+			CU_ASSERT_FATAL(want != NULL);
+			xj_ok(&st);
+			CU_ASSERT_FATAL(cur->create(&cfg, &be, &st) == XJ_OK);
+			memset(out, 0xff, sizeof(float) * (size_t)(nq * nb));
+			CU_ASSERT_EQUAL(backend_matrix_block(be, &qr, &br, out,
+							     &st), XJ_OK);
+			for (int64_t e = 0; e < nq * nb; e++)
+				if (!same_f32(out[e], want[e]) && bad++ < 4)
+					printf("\n  undecided %s %lldx%lld at (%lld,%lld): got %a want %a",
+					       metric_names[m], (long long)nq,
+					       (long long)nb,
+					       (long long)(e / nb),
+					       (long long)(e % nb), out[e],
+					       want[e]);
+			CU_ASSERT_EQUAL(bad, 0);
+			printf("\n  %s %lldx%lld: %lld pairs computed canonically",
+			       metric_names[m], (long long)nq, (long long)nb,
+			       (long long)be->matrix_exact_pairs);
+			CU_ASSERT(be->matrix_exact_pairs <= nq * nb);
+			be->release(be);
+			free(want);
+		}
 	}
 	free(q);
 	free(b);

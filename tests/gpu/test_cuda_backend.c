@@ -11,6 +11,7 @@
  * Host suite: the host builds of the device arithmetic (canonical.cuh,
  * select.cuh, exported as backend_cuda_host_*) against metric.c and
  * topk.c: canonical keys and norms, gates, error bounds, scan thresholds,
+ * the matrix's double GEMM decision (metric_dgemm.h) against its C build,
  * the radix sort key's order against topk_less, the rank merge and the
  * grid-row merge of the NCCL path (merge.cuh) against topk_merge; and the
  * memory formulas the planner uses (backend_cuda_work_bytes and co.).
@@ -338,6 +339,50 @@ static void test_host_merge_lists(void)
 	CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* The double GEMM's decision as the CUDA library compiles it (the
+ * host side of the code verify_kernel runs) against metric.h's C build,
+ * which cpu_matrix.c runs, on dgemm_pair's adversarial pairs: the same
+ * decisions and values, bit for bit. The device's _rn intrinsics are the
+ * same correctly rounded operations; gpu.contract_cuda compares the
+ * device's matrix with the canonical one. */
+static void test_host_dgemm_decide(void)
+{
+	const int64_t ds[] = { 4, 37, 128 };
+	int64_t bad = 0, undecided = 0;
+
+	for (size_t a = 0; a < 3; a++) {
+		int64_t d = ds[a];
+		float *q = malloc(sizeof(float) * (size_t)d);
+		float *b = malloc(sizeof(float) * (size_t)d);
+
+		CU_ASSERT_FATAL(q && b);
+		for (int64_t i = 0; i < 600; i++) {
+			double qq, bb, p[DGEMM_ORDERS];
+
+			dgemm_pair(i, d, q, b);
+			qq = metric_norm2(q, d);
+			bb = metric_norm2(b, d);
+			dgemm_dots(q, b, d, p);
+			for (size_t mi = 0; mi < 4; mi++)
+				for (int o = 0; o < DGEMM_ORDERS; o++) {
+					float v, w;
+					int u = metric_dgemm_decide(metrics[mi],
+						d, p[o], qq, bb, &v);
+
+					if (u != backend_cuda_host_dgemm_decide(
+						    metrics[mi], d, p[o], qq, bb,
+						    &w) || !same_f32(v, w))
+						bad++;
+					undecided += u;
+				}
+		}
+		free(q);
+		free(b);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT(undecided > 0);
+}
+
 /* The device memory formula of backend_cuda.h, term by term, and the
  * merge and pinned bytes beside it. */
 static void test_host_work_bytes(void)
@@ -375,12 +420,16 @@ static void test_host_work_bytes(void)
 			(1000 + 2 * tb) * 2 * d);
 	cfg.precision = XJ_PREC_TF32;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb), a);
-	/* matrix only (k = 0): one base chunk, no selection state */
+	/* matrix only (k = 0): one base chunk and its copy in double, no
+	 * selection state; the double GEMM's query tile in double, its
+	 * tile of dot products, a flag per 32 x 32 square, the count */
 	cfg.precision = XJ_PREC_FP32;
 	cfg.k = 0;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
-			1000 * (4 * d + 28) + 2 * tb * (4 * d + 16) +
-			tq * tb * 8 + 16 + 4 * 3);
+			1000 * (4 * d + 28) + 2 * tb * (12 * d + 16) +
+			tq * tb * 8 + 16 + 4 * 3 +
+			tq * d * 8 + tq * tb * 8 + 4 * (tq / 32) * (tb / 32) +
+			8);
 	/* sizes past any device saturate instead of wrapping */
 	cfg.k = (int64_t)1 << 50;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, (int64_t)1 << 40, 0),
@@ -573,6 +622,7 @@ static const unit_test host_tests[] = {
 	{ "rank merge equals topk_merge", test_host_merge },
 	{ "grid-row merge (merge.cuh) equals topk_merge",
 	  test_host_merge_lists },
+	{ "double GEMM decision equals metric.h's", test_host_dgemm_decide },
 	{ "work, merge and pinned bytes", test_host_work_bytes },
 	{ "self-join steps: every pair once over the parts",
 	  test_host_topk_steps },

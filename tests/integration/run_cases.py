@@ -580,6 +580,18 @@ def case_matrix(ctx, ranks):
                 check_matrix_report(ctx, rep, len(q), 611, q.shape[1],
                                     "np%d matrix %s report"
                                     % (nranks, metric))
+                # chunks of the blocks' columns (611 = 16 x 40 - 29,
+                # padding within 1/16: plan_matrix_chunk_cols), the same
+                # values as above, and inspect still accepts the file
+                with h5py.File(ctx.path("out.h5"), "r") as h5:
+                    chunks = h5["distances"].chunks
+                ctx.check(chunks is not None and chunks[1] == 40,
+                          "np%d matrix %s --chunk-rows 40: chunks %s, "
+                          "expected 40 columns" % (nranks, metric, chunks))
+                rc, _, serr, _ = ctx.run(1, ["inspect", ctx.path("out.h5")])
+                ctx.check(rc == 0, "np%d matrix %s --chunk-rows 40: "
+                          "inspect exits %s: %s"
+                          % (nranks, metric, rc, serr[-300:]))
             for extra in [[], ["--chunk-rows", 3]] + limits:
                 if "--mem-limit" in extra and metric == "l2":
                     chunks = _plan_chunks(ctx, nranks, argv + extra)

@@ -966,6 +966,8 @@ static void check_written(const char *out)
 	check_layout(fid, "distances", 0, 0);
 	check_layout(fid, "tall", 10485, 100);
 	check_layout(fid, "wide", 1, 1048576);
+	check_layout(fid, "g/m", 4, 2);
+	check_layout(fid, "blocks", 256, 4096);
 	H5Fclose(fid);
 }
 
@@ -975,7 +977,7 @@ static void test_write_read(void)
 	float dist[ON * NK], m[ON * OM];
 	int64_t cols = OM / g_nranks, col0 = g_rank * cols;
 	char out[512], partial[600];
-	int s_nb, s_d, s_m, s_t, s_w;
+	int s_nb, s_d, s_m, s_t, s_w, s_b;
 	xj_status st;
 	h5out *h;
 
@@ -996,15 +998,20 @@ static void test_write_read(void)
 					  &s_nb, &st), XJ_OK);
 	CU_ASSERT_EQUAL(h5out_add_dataset(h, "/distances", H5OUT_F32, ON, NK,
 					  0, &s_d, &st), XJ_OK);
-	CU_ASSERT_EQUAL(h5out_add_dataset(h, "g/m", H5OUT_F32, ON, OM, 4,
-					  &s_m, &st), XJ_OK);
+	/* chunks of 4 x 2: the ranks' column splits cut through them */
+	CU_ASSERT_EQUAL(h5out_add_dataset_tiled(h, "g/m", H5OUT_F32, ON, OM, 4,
+						2, &s_m, &st), XJ_OK);
 	/* chunk caps: 4 MiB / (100 * 4 bytes) rows; one row over 4 MiB */
 	CU_ASSERT_EQUAL(h5out_add_dataset(h, "tall", H5OUT_F32, 20000, 100,
 					  20000, &s_t, &st), XJ_OK);
 	CU_ASSERT_EQUAL(h5out_add_dataset(h, "wide", H5OUT_F32, 2, 1500000, 8,
 					  &s_w, &st), XJ_OK);
+	/* a matrix's blocks of 16384 x 4096: 256 x 4096 chunks (4 MiB) */
+	CU_ASSERT_EQUAL(h5out_add_dataset_tiled(h, "blocks", H5OUT_F32, 20000,
+						10000, 16384, 4096, &s_b, &st),
+			XJ_OK);
 	CU_ASSERT(s_nb >= 0 && s_d >= 0 && s_m >= 0 && s_nb != s_d &&
-		  s_d != s_m && s_t != s_w);
+		  s_d != s_m && s_t != s_w && s_b != s_w);
 
 	/* row split for neighbors, column split for the matrix, and every
 	 * distance from rank 0 while the others write nothing */

@@ -412,6 +412,114 @@ static void test_err_bound(void)
 		  metric_err_bound(XJ_METRIC_IP, 10, 1, 1));
 }
 
+/* ---- the double GEMM's decision (metric_dgemm.h) ---------------------- */
+
+/* The CPU's decision as cpu_matrix.c wrote it before metric_dgemm.h
+ * (plain C, this file compiled with -ffp-contract=off): the shared
+ * header must decide every pair as it did, to the bit. */
+static int old_decide(xj_metric m, int64_t d, double p, double qq, double bb,
+		      float *value)
+{
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	double x, e, lo, hi;
+	float klo, khi;
+	uint32_t a, z;
+
+	if (sq) {
+		x = qq + bb - 2.0 * p;
+		double ea = (2.0 * (double)d + 4.0) * 0x1p-53 * (qq + bb);
+
+		e = (ea + ((double)d + 3.0) * 0x1p-53 * (fabs(x) + ea)) *
+		    (1.0 + 0x1p-18) + 0x1p-50 * fabs(x);
+	} else {
+		x = p;
+		e = 2.0 * (double)d * 0x1p-53 * sqrt(qq) * sqrt(bb) *
+		    (1.0 + 0x1p-18) + 0x1p-50 * fabs(x);
+	}
+	lo = x - e;
+	hi = x + e;
+	switch (m) {
+	case XJ_METRIC_SQEUCLIDEAN:
+		klo = (float)lo;
+		khi = (float)hi;
+		break;
+	case XJ_METRIC_L2:
+		klo = (float)sqrt(lo);
+		khi = (float)sqrt(hi);
+		break;
+	case XJ_METRIC_IP:
+		klo = -(float)lo;
+		khi = -(float)hi;
+		break;
+	default:
+		klo = (float)(1.0 - lo / sqrt(qq * bb));
+		khi = (float)(1.0 - hi / sqrt(qq * bb));
+	}
+	memcpy(&a, &klo, sizeof(a));
+	memcpy(&z, &khi, sizeof(z));
+	*value = m == XJ_METRIC_IP ? -klo : klo;
+	return a != z;
+}
+
+/*
+ * On dgemm_pair's adversarial pairs (rounding boundaries, duplicates and
+ * near-duplicates, magnitudes 1e-20..1e18) with the dot product summed in
+ * the orders a GEMM may take: the decision is the old one bit for bit,
+ * and a decided value is the canonical one. Both outcomes occur.
+ */
+static void test_dgemm_decide(void)
+{
+	const int64_t ds[] = { 4, 24, 100 };
+	int64_t bad = 0, wrong = 0, decided = 0, undecided = 0;
+
+	for (size_t a = 0; a < UNIT_COUNT(ds); a++) {
+		int64_t d = ds[a];
+		float *q = malloc(sizeof(float) * (size_t)d);
+		float *b = malloc(sizeof(float) * (size_t)d);
+
+		CU_ASSERT_FATAL(q && b);
+		for (int64_t i = 0; i < 1200; i++) {
+			double qq, bb, p[DGEMM_ORDERS];
+
+			dgemm_pair(i, d, q, b);
+			qq = metric_norm2(q, d);
+			bb = metric_norm2(b, d);
+			dgemm_dots(q, b, d, p);
+			for (size_t mi = 0; mi < 4; mi++) {
+				xj_metric m = metrics[mi];
+				float want = metric_key_to_value(m,
+					metric_key(m, q, b, d, qq, bb));
+
+				for (int o = 0; o < DGEMM_ORDERS; o++) {
+					float v, w;
+					int u = metric_dgemm_decide(m, d, p[o],
+								    qq, bb, &v);
+
+					if (u != old_decide(m, d, p[o], qq, bb,
+							    &w) ||
+					    !same_f32(v, w))
+						bad++;
+					if (!u && !same_f32(v, want) &&
+					    wrong++ < 4)
+						printf("\n  %s d=%lld pair %lld order %d: %a, canonical %a",
+						       metric_names[m],
+						       (long long)d,
+						       (long long)i, o, v, want);
+					decided += !u;
+					undecided += u;
+				}
+			}
+		}
+		free(q);
+		free(b);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT_EQUAL(wrong, 0);
+	CU_ASSERT(decided > 0 && undecided > 0);
+	printf("\n  %lld decided, %lld undecided ", (long long)decided,
+	       (long long)undecided);
+}
+
 static void test_check_rows(void)
 {
 	enum { D = 5 };
@@ -465,6 +573,7 @@ int main(void)
 		{ "gate covers own key", test_gate_covers_own_key },
 		{ "err bound", test_err_bound },
 		{ "check rows", test_check_rows },
+		{ "double GEMM decision", test_dgemm_decide },
 	};
 
 	return unit_run("metric", tests, UNIT_COUNT(tests));

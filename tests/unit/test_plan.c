@@ -171,6 +171,24 @@ static void test_forced_chunks(void)
 	CU_ASSERT_EQUAL(bsum, 50);
 }
 
+/* A matrix's chunk columns: the base chunk, unless the last chunk
+ * column would pad the width by more than 1/16 */
+static void test_matrix_chunk_cols(void)
+{
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(4096, 4096), 0);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(100, 4096), 0);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(8192, 4096), 4096);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(4200, 4096), 0);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(1000000, 4096), 4096);
+	/* 17 x 4096 - 69629 = 3; 16 x 4096 + 1 pads 4095 <= its 1/16 */
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(69629, 4096), 4096);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(16 * 4096 + 1, 4096), 4096);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(2 * 4096 + 1, 4096), 0);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(10, 3), 0);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(33, 3), 3);
+	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(10, 0), 0);
+}
+
 static void test_more_ranks_than_rows(void)
 {
 	plan_in in = topk_in(3, 2, 8, INT64_C(1) << 30);
@@ -204,6 +222,7 @@ int main(void)
 		{ "range: P x 1, pairs bounded", test_range },
 		{ "forced chunks", test_forced_chunks },
 		{ "more ranks than rows", test_more_ranks_than_rows },
+		{ "matrix chunk columns", test_matrix_chunk_cols },
 	};
 
 	return unit_run("plan", tests, UNIT_COUNT(tests));

@@ -3,7 +3,7 @@
  *
  * defines: IDX_POISON, metrics, metric_names, rng_next, rng_unit, rng_gauss,
  *          gauss_rows, poison, same_f32, same_f64, received_lists,
- *          received_merge
+ *          received_merge, dgemm_pair, dgemm_dots, DGEMM_ORDERS
  *
  * A file may #define TESTDATA_SEED before including this to get its own
  * stream. Outputs are poisoned (NaN keys, IDX_POISON indices) before the
@@ -143,6 +143,92 @@ static inline int received_merge(int p, int64_t rows, int64_t k,
 	free(lk);
 	free(li);
 	return rc;
+}
+
+/*
+ * Pair i of a stream built against the double GEMM's verification
+ * (metric_dgemm.h): d >= 4 elements each in q and b, by i % 6
+ *   0  q.b on a float32 rounding boundary: q = (a, h, e, t) scaled by a
+ *      power of two in 2^-60..2^56, h half an ulp of a, e 0 or +-2^-40 a,
+ *      against b = (1, 1, 1, 2^-60)
+ *   1  a duplicate at 1e17 (l2: distance 0, all cancellation)
+ *   2  a near-duplicate: b = q but one element one ulp up, any magnitude
+ *      in 1e-20..1e17
+ *   3  independent rows, each of any magnitude in 1e-20..1e17
+ *   4  as 3, with one query value +-1e18 (squared norms stay < 1e37)
+ *   5  a squared distance on a float32 rounding boundary:
+ *      q = (1, 2^-12, 0.., +-2^-40), b = (0.., 2^-70): s = 1 + 2^-24 +- ...
+ */
+static inline void dgemm_pair(int64_t i, int64_t d, float *q, float *b)
+{
+	double scale = pow(10.0, -20.0 + 37.0 * rng_unit());
+	float sc = ldexpf(1.0f, (int)(i % 117) - 60);
+
+	for (int64_t j = 0; j < d; j++) {
+		q[j] = (float)rng_gauss();
+		b[j] = (float)rng_gauss();
+	}
+	switch (i % 6) {
+	case 0:
+		memset(q, 0, sizeof(float) * (size_t)d);
+		memset(b, 0, sizeof(float) * (size_t)d);
+		q[0] = (float)(1.0 + rng_unit()) * sc;
+		q[1] = (float)(0x1p-24 * sc);
+		q[2] = (float)((double)(i % 3 - 1) * 0x1p-40 * sc);
+		q[3] = sc * 0x1p-30f;
+		b[0] = b[1] = b[2] = 1.0f;
+		b[3] = 0x1p-60f;
+		break;
+	case 1:
+		for (int64_t j = 0; j < d; j++)
+			q[j] = b[j] = (float)(q[j] * 1e17);
+		break;
+	case 2:
+		for (int64_t j = 0; j < d; j++)
+			b[j] = q[j] = (float)(q[j] * scale);
+		b[i % d] = nextafterf(b[i % d], INFINITY);
+		break;
+	case 3:
+	case 4:
+		for (int64_t j = 0; j < d; j++) {
+			q[j] = (float)(q[j] * scale);
+			b[j] = (float)(b[j] * pow(10.0, -20.0 + 37.0 *
+						   rng_unit()));
+		}
+		if (i % 6 == 4)
+			q[i % d] = (float)(i % 12 == 4 ? 1e18 : -1e18);
+		break;
+	default:
+		memset(q, 0, sizeof(float) * (size_t)d);
+		memset(b, 0, sizeof(float) * (size_t)d);
+		q[0] = 1.0f;
+		q[1] = 0x1p-12f;
+		q[d - 1] = (float)((double)(i % 3 - 1) * 0x1p-40);
+		b[d - 1] += 0x1p-70f;
+	}
+}
+
+/* The dot product of q and b in double as GEMMs may sum it: index order,
+ * reverse order, with FMA, and pairwise halves. */
+#define DGEMM_ORDERS 4
+static inline void dgemm_dots(const float *q, const float *b, int64_t d,
+			      double p[DGEMM_ORDERS])
+{
+	double f = 0, r = 0, m = 0, lo = 0, hi = 0;
+
+	for (int64_t j = 0; j < d; j++) {
+		f += (double)q[j] * (double)b[j];
+		r += (double)q[d - 1 - j] * (double)b[d - 1 - j];
+		m = fma((double)q[j], (double)b[j], m);
+		if (j < d / 2)
+			lo += (double)q[j] * (double)b[j];
+		else
+			hi += (double)q[j] * (double)b[j];
+	}
+	p[0] = f;
+	p[1] = r;
+	p[2] = m;
+	p[3] = lo + hi;
 }
 
 #endif
