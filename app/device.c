@@ -341,6 +341,8 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
 	cfg->precision = job->precision == XJ_PREC_AUTO ? XJ_PREC_FP32 :
 			 job->precision;
+	cfg->range = job->command == XJ_CMD_RANGE ||
+		     job->plan_of == XJ_CMD_RANGE;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -3,8 +3,9 @@
  * release, the buffers of both paths (allocated at create for the largest
  * chunks), the memory formulas the planner uses, the row checks both
  * paths share, and the probe and description of devices. The work is in
- * topk_cuda.cu (float32 cuBLAS candidates + canonical rescoring) and
- * matrix_cuda.cu (canonical scores); what the three share is in
+ * topk_cuda.cu (float32 cuBLAS candidates + canonical rescoring),
+ * range_cuda.cu (the same candidates, every pair within the threshold)
+ * and matrix_cuda.cu (canonical scores); what they share is in
  * backend_cuda_int.h.
  *
  * Errors: every CUDA and cuBLAS call is checked (check.cuh), every launch
@@ -253,6 +254,7 @@ static void cuda_release(xj_backend *be)
 		(void)cudaStreamSynchronize(c->cstream);
 	query_free(c);
 	base_free(c);
+	cuda_range_free(c);
 	work_free(c);
 	for (int s = 0; s < 2; s++) {
 		if (c->staged[s])
@@ -319,7 +321,8 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
 	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
 	    cuda_query_reserve(c, c->cfg.max_query_rows, st) ||
-	    cuda_base_reserve(c, c->cfg.max_base_rows, st))
+	    cuda_base_reserve(c, c->cfg.max_base_rows, st) ||
+	    (c->cfg.range && cuda_range_reserve(c, st)))
 		return st->code;
 	return XJ_OK;
 }
@@ -367,6 +370,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->be.matrix_wait = cuda_matrix_wait;
 	c->be.block_alloc = cuda_block_alloc;
 	c->be.block_free = cuda_block_free;
+	c->be.range_begin = cuda_range_begin;
+	c->be.range_add = cuda_range_add;
+	c->be.range_end = cuda_range_end;
+	c->be.range_take = cuda_range_take;
 	c->be.matrix_async = 1;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
@@ -396,6 +403,9 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 
 	if (k >= 1)
 		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
+	else if (cfg->range)   /* candidate slots, the pair buffer */
+		fixed += tile * 4 + XJ_CUDA_TQ * 4.0 + 8 +
+			 tile * XJ_CUDA_RANGE_TILES * 16;
 	total = (double)qrows * per_q + (double)brows * per_b + fixed;
 	return total >= 0x1p62 ? INT64_MAX : (int64_t)total;
 }
