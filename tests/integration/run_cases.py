@@ -2025,6 +2025,10 @@ CASES = {
 }
 
 
+# cases that take the command line's arguments (the data files) too
+CASES_WITH_ARGS = {"realdata", "precision"}
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
@@ -2054,7 +2058,7 @@ def main():
     ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
     t0 = time.time()
     try:
-        if args.case in ("realdata", "precision"):
+        if args.case in CASES_WITH_ARGS:
             CASES[args.case](ctx, ranks, args)
         else:
             CASES[args.case](ctx, ranks)
