@@ -199,10 +199,6 @@ static int check_range(const xj_job *job, const char *label, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "%s needs -t/--threshold (a finite number in the metric's units)",
 			       label);
-	if (job->device == XJ_DEVICE_GPU)
-		return xj_fail(st, XJ_EXIT_USAGE,
-			       "%s runs on the CPU backend only: leave out --device gpu",
-			       label);
 	return XJ_OK;
 }
 

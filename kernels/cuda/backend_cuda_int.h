@@ -143,6 +143,7 @@ typedef struct cuda_backend {
 	struct cuda_range *range;    /* host blocks, the ordered rows */
 
 	int active;             /* between topk_begin and topk_end */
+	int ractive;            /* between range_begin and range_end */
 	int64_t qrows, qfirst;
 } cuda_backend;
 

@@ -77,7 +77,6 @@ struct cuda_range {
 	int64_t *idx;           /* each row by (key, index) */
 	int64_t total;
 	int64_t qrows;
-	int active;             /* between range_begin and range_end */
 	int ended;              /* range_end ordered the pairs */
 };
 
@@ -340,11 +339,10 @@ static int range_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	struct cuda_range *r;
 
 	c->active = 0;      /* the query buffers now hold no k-lists */
+	c->ractive = 0;
 	c->qtag = 0;
-	if (c->range) {
-		c->range->active = 0;
+	if (c->range)
 		c->range->ended = 0;
-	}
 	if (!c->cfg.has_threshold)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "range join without a threshold");
@@ -373,7 +371,7 @@ static int range_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;
 	r->qrows = q->rows;
-	r->active = 1;
+	c->ractive = 1;
 	return XJ_OK;
 }
 
@@ -401,7 +399,7 @@ static int range_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	int64_t nq = c->qrows, nb = b->rows;
 	int slot = 0;
 
-	if (!c->range || !c->range->active)
+	if (!c->ractive)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before range_begin");
 	if (cuda_check_rows_arg(c, b, "base", st))
 		return st->code;
@@ -428,9 +426,9 @@ static int range_end_run(cuda_backend *c, int64_t *count, xj_status *st)
 	int64_t n, *cursor;
 	int rc;
 
-	if (!r || !r->active)
+	if (!c->ractive)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before range_begin");
-	r->active = 0;
+	c->ractive = 0;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[1], sizeof(bad),
 				       cudaMemcpyDeviceToHost, c->stream));

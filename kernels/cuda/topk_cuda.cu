@@ -213,6 +213,7 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	unsigned long long bad = XJC_BAD_NONE;
 
 	c->active = 0;
+	c->ractive = 0;     /* a range session's query rows are replaced */
 	c->qtag = 0;        /* c->q is about to hold other rows */
 	if (k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",

@@ -547,8 +547,9 @@ static void test_limits(void)
 	free(x);
 }
 
-/* The range join's calls out of turn are internal errors, and a range
- * session needs a threshold; a session in order after them works. */
+/* The range join's calls out of turn are internal errors (a matrix block
+ * inside a range session too), and a range session needs a threshold; a
+ * session in order after them works. */
 static void test_range_limits(void)
 {
 	const int64_t d = 6;
@@ -580,6 +581,11 @@ static void test_range_limits(void)
 	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->range_begin(be, &q, &st), XJ_OK);
 	CU_ASSERT_EQUAL(be->range_add(be, &b, &st), XJ_OK);
+	/* a matrix block would replace the session's query rows */
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, val, &st),
+			XJ_EXIT_INTERNAL);
+	printf("\n  (expected) %s", st.msg);
+	xj_ok(&st);
 	CU_ASSERT_EQUAL(be->range_end(be, count, &st), XJ_OK);
 	CU_ASSERT_EQUAL(be->range_take(be, idx, val, &st), XJ_OK);
 	/* every pair: each query row keeps the 4 base rows, in order of
