@@ -392,7 +392,9 @@ PY
 }
 # exact_threshold KEY ARGS...: the 20th neighbour's value of a median
 # query (by that value) of a CPU top-k of ARGS: some pair's value exactly,
-# printed as the shortest decimal of its float32
+# printed as the shortest decimal of that float as a double, which is the
+# float itself (xjoin keeps value <= t for the decimal t as written, so
+# the float's shortest float32 decimal could fall just below it)
 exact_threshold() {
 	local key=$1 thr="$work/thr-$1.h5"
 	shift
@@ -401,7 +403,7 @@ exact_threshold() {
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as h5:
     v = np.sort(h5["distances"][:, 19])
-print(np.format_float_positional(v[len(v) // 2], unique=True))
+print(repr(float(v[len(v) // 2])))
 PY
 }
 rfile=$work/range-demo.h5

@@ -60,6 +60,9 @@ extern "C" {
 
 #define RANGE_THREADS 128
 
+static_assert(RANGE_THREADS % 32 == 0,
+	      "whole warps: every lane takes part in the ballot");
+
 /* Pairs drained from the device: three arrays in one allocation, mem
  * (NULL where the arrays are the caller's). */
 typedef struct range_block {
@@ -119,15 +122,15 @@ range_rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
 			continue;
 		if (lane == (unsigned)(__ffs((int)mask) - 1))
 			base = atomicAdd(pcount,
-					 (unsigned long long)__popc((int)mask));
+					 (unsigned long long)__popc(mask));
 		base = __shfl_sync(0xffffffffu, base, __ffs((int)mask) - 1);
 		if (keep) {
 			unsigned long long o =
-				base + (unsigned)__popc((int)(mask &
-						((1u << lane) - 1u)));
+				base + (unsigned)__popc(mask &
+							((1u << lane) - 1u));
 
 			/* the host leaves room for the whole tile; a count
-			 * past pcap is reported by the host (range_sync) */
+			 * past pcap is reported by the host (range_count) */
 			if (o < pcap) {
 				pkey[o] = key;
 				prow[o] = row0 + r;
