@@ -203,9 +203,13 @@ static int resolve_precision(const xj_job *job, xj_device_choice *ch,
 		 * whose candidates are fewest where every candidate within
 		 * the threshold is kept. The GPU's range join runs fp32. */
 		ch->precision = XJ_PREC_FP32;
-		snprintf(ch->precision_why, sizeof(ch->precision_why),
-			 "%s", gpu ? "GPU range joins run fp32" :
-			 "auto: fp32 for range joins");
+		if (gpu || !other)
+			snprintf(ch->precision_why, sizeof(ch->precision_why),
+				 "%s", gpu ? "GPU range joins run fp32" :
+				 "auto: fp32 for range joins");
+		else
+			snprintf(ch->precision_why, sizeof(ch->precision_why),
+				 "%s asked: a GPU precision", precision_name(p));
 		if (p != XJ_PREC_FP32 && p != XJ_PREC_AUTO)
 			snprintf(ch->note + len, sizeof(ch->note) - len,
 				 "%s--precision %s has no effect on a range join on the %s backend, whose candidate GEMM is then fp32",
