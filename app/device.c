@@ -195,15 +195,26 @@ static int resolve_precision(const xj_job *job, xj_device_choice *ch,
 
 	ch->precision = p;
 	ch->precision_why[0] = 0;
-	if (job->command == XJ_CMD_RANGE || job->plan_of == XJ_CMD_RANGE) {
-		/* the range join's candidate GEMM is fp32 only, for now */
+	if ((job->command == XJ_CMD_RANGE || job->plan_of == XJ_CMD_RANGE) &&
+	    (gpu || p == XJ_PREC_AUTO || other)) {
+		/* The CPU's range join takes bf16 and int8 when asked (its
+		 * scan uses the rounded rows' bound, as top-k's does: the
+		 * same pairs, integration/range_cases.py); auto stays fp32,
+		 * whose candidates are fewest where every candidate within
+		 * the threshold is kept. The GPU's range join runs fp32. */
 		ch->precision = XJ_PREC_FP32;
-		snprintf(ch->precision_why, sizeof(ch->precision_why),
-			 "range joins run fp32");
+		if (gpu || !other)
+			snprintf(ch->precision_why, sizeof(ch->precision_why),
+				 "%s", gpu ? "GPU range joins run fp32" :
+				 "auto: fp32 for range joins");
+		else
+			snprintf(ch->precision_why, sizeof(ch->precision_why),
+				 "%s asked: a GPU precision", precision_name(p));
 		if (p != XJ_PREC_FP32 && p != XJ_PREC_AUTO)
 			snprintf(ch->note + len, sizeof(ch->note) - len,
-				 "%s--precision %s has no effect on a range join, whose candidate GEMM is fp32",
-				 len ? "; " : "", precision_name(p));
+				 "%s--precision %s has no effect on a range join on the %s backend, whose candidate GEMM is then fp32",
+				 len ? "; " : "", precision_name(p),
+				 gpu ? "CUDA" : "CPU");
 		return XJ_OK;
 	}
 	if (other) {
@@ -341,6 +352,8 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
 	cfg->precision = job->precision == XJ_PREC_AUTO ? XJ_PREC_FP32 :
 			 job->precision;
+	cfg->range = job->command == XJ_CMD_RANGE ||
+		     job->plan_of == XJ_CMD_RANGE;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -262,6 +262,14 @@ int driver_range(xj_run *run, xj_status *st)
 	h5in *qin = NULL, *bin = NULL;
 	int64_t q0, qrows, mine, at = 0, total = 0, rounds, row0;
 
+	/* every backend of the job, before anything collective: one
+	 * without range entries (backend.h: optional) ends the job with
+	 * the reason rather than a crash */
+	if (!run->be->range_begin)
+		xj_fail(st, XJ_EXIT_USAGE, "the %s backend offers no range "
+			"join; run it with --device cpu", run->be->name);
+	if (comm_agree(run->comm, st))
+		return st->code;
 	/* the resident query block is the plan's, not my round robin
 	 * chunks: read those instead (the base stays resident) */
 	free(run->resq);

@@ -568,8 +568,6 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 
 	run.rep = &rep;
 	run.dev = &dev;
-	if (cmd == XJ_CMD_RANGE)   /* the CPU backend only, for now */
-		job->device = XJ_DEVICE_CPU;
 	if (c->rank == 0 && !resolve_inputs(job, &run.qinfo, &run.binfo, st) &&
 	    job->command != XJ_CMD_PLAN)
 		progress_start(job, &run, st);

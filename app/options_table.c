@@ -138,20 +138,21 @@ const struct opt options_table[] = {
 		  "else the CPU; gpu: a GPU or an error; cpu",
 	  .def = "auto" },
 	{ .name = "gpu-mem-fraction", .kind = K_FRACTION,
-	  .offset = AT(gpu_mem_fraction), .cmds = T | M,
+	  .offset = AT(gpu_mem_fraction), .cmds = T | M | R,
 	  .group = GROUP_RESOURCES, .metavar = "F",
 	  .help = "share of a GPU's free memory used, 0 < F <= 1",
 	  .def = "0.8" },
 	{ .name = "gpu-share", .kind = K_FLAG, .offset = AT(gpu_share),
-	  .cmds = T | M | D, .group = GROUP_RESOURCES,
+	  .cmds = T | M | D | R, .group = GROUP_RESOURCES,
 	  .help = "let more ranks of a node than it has GPUs\n"
 		  "share them (round robin)" },
 	{ .name = "precision", .kind = K_PRECISION, .offset = AT(precision),
-	  .cmds = T, .group = GROUP_RESOURCES, .metavar = "P",
+	  .cmds = T | R, .group = GROUP_RESOURCES, .metavar = "P",
 	  .help = "GEMM that proposes candidates: auto, fp32, bf16;\n"
 		  "tf32, fp16 (GPU); int8 (CPU); results are\n"
 		  "rescored exactly (auto: the CPU's fastest\n"
-		  "native one, fp32 on a GPU)",
+		  "native one, fp32 on a GPU and for range;\n"
+		  "range on a GPU runs fp32)",
 	  .def = "fp32" },
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
 	  .hi = INT_MAX, .cmds = T | M | G | D | R, .group = GROUP_RESOURCES,

@@ -199,10 +199,6 @@ static int check_range(const xj_job *job, const char *label, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "%s needs -t/--threshold (a finite number in the metric's units)",
 			       label);
-	if (job->device == XJ_DEVICE_GPU)
-		return xj_fail(st, XJ_EXIT_USAGE,
-			       "%s runs on the CPU backend only: leave out --device gpu",
-			       label);
 	return XJ_OK;
 }
 
@@ -488,14 +484,14 @@ static void table_gen(struct job_table *t, const xj_job *job)
 	snprintf(table_add(t, "seed"), JOB_VALUE_MAX, "%" PRIu64, job->seed);
 }
 
-/* The candidate GEMM of top-k: as resolved for the backend (rank 0's) with
- * how, once the device is chosen; the request before. */
+/* The candidate GEMM of top-k and range: as resolved for the backend
+ * (rank 0's) with how, once the device is chosen; the request before. */
 static void table_precision(struct job_table *t, const xj_job *job)
 {
 	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
 			 job->command;
 
-	if (cmd != XJ_CMD_TOPK)
+	if (cmd != XJ_CMD_TOPK && cmd != XJ_CMD_RANGE)
 		return;
 	snprintf(table_add(t, "precision"), JOB_VALUE_MAX, "%s (%s%s)",
 		 precision_name(job->precision),

@@ -90,6 +90,10 @@ typedef struct xj_backend_cfg {
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */
 	xj_precision precision;  /* candidate GEMM (both backends; auto: the
 				  * CPU resolves it, cpu_gemm.h) */
+	int range;             /* a range join will run: the CUDA backend
+				* allocates its pair buffer at create (and
+				* counts it in its work bytes); otherwise at
+				* the first range_begin */
 } xj_backend_cfg;
 
 typedef struct xj_backend xj_backend;

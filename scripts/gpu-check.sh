@@ -43,6 +43,13 @@
 #     and on 2 ranks sharing the GPU (split 1 x 2 by the planner, which
 #     `xjoin plan` must print), and cosine with --precision tf32, bf16 and
 #     fp16: the CPU's bits
+#   - range joins (CSR: /indptr, /indices, /distances), every metric, each
+#     threshold exactly some pair's value (the 20th neighbour of a median
+#     query, from a CPU top-k): 200 glove-demo rows against 19000 others,
+#     the 200 x 20000 slice of glove-100k, --self on 3000 glove-demo rows,
+#     --chunk-rows 64 (many rounds), every pair of the 3000 rows (9.0
+#     million: more than the backend's pair buffer holds, so it drains to
+#     the host), and 2 ranks sharing the GPU
 # NCCL is loaded at run time: XJ_NCCL_LIBRARY names libnccl.so.2 when the
 # loader cannot find it; this script looks in python3's nvidia/nccl and
 # torch packages and /usr/local/cuda when it is unset.
@@ -463,6 +470,68 @@ for p in $precisions; do
 	check "self-join demo cosine k=10 --precision $p" "self-demo-cosine-10" \
 		topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
 done
+# --- 7. range joins: every pair within a threshold, CSR ---------------------------
+# Files cut from glove-demo: 200 queries against 19000 other rows, and
+# 3000 rows for the self-joins (whole-file top-k references of those take
+# the CPU too long for a check).
+range_cut() {	# OUT: the two cuts of glove-demo, once
+	[ -f "$1" ] || "$py" - "$demo" "$1" <<'PY' >>"$log" 2>&1
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
+    dst["test"] = src["train"][19000:19200]
+    dst["train"] = src["train"][:19000]
+    dst["selfset"] = src["train"][:3000]
+PY
+}
+# exact_threshold KEY ARGS...: the 20th neighbour's value of a median
+# query (by that value) of a CPU top-k of ARGS: some pair's value exactly,
+# printed as the shortest decimal of that float as a double, which is the
+# float itself (xjoin keeps value <= t for the decimal t as written, so
+# the float's shortest float32 decimal could fall just below it)
+exact_threshold() {
+	local key=$1 thr="$work/thr-$1.h5"
+	shift
+	[ -f "$thr" ] || run_xj "$thr" topk -k 20 "$@" --device cpu || return 1
+	"$py" - "$thr" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as h5:
+    v = np.sort(h5["distances"][:, 19])
+print(repr(float(v[len(v) // 2])))
+PY
+}
+rfile=$work/range-demo.h5
+if [ -z "$py" ]; then
+	result SKIP "range checks" "no python3 with h5py and numpy"
+elif ! range_cut "$rfile"; then
+	result FAIL "range checks" "cannot cut $demo, see $log"
+else
+	rsets=("demo[200x19000]:$rfile:$rfile")
+	[ -n "$slice" ] && rsets+=("glove100k[200x20000]:$slice:$slice")
+	for s in "${rsets[@]}"; do
+		IFS=: read -r name qf bf <<<"$s"
+		for m in $metrics; do
+			t=$(exact_threshold "$name-$m" -q "$qf" -b "$bf" -m "$m") ||
+				{ result FAIL "range $name $m" "no threshold, see $log"; continue; }
+			check "range $name $m -t $t" "range-$name-$m" \
+				range -q "$qf" -b "$bf" -m "$m" -t "$t" -- --device gpu
+			if [ "$name" = "demo[200x19000]" ] && [ "$m" = l2 ]; then
+				check "range $name $m -t $t --chunk-rows 64" "range-$name-$m" \
+					range -q "$qf" -b "$bf" -m "$m" -t "$t" -- --device gpu --chunk-rows 64
+				check "mpirun -np 2 range $name $m -t $t --gpu-share" "range-$name-$m" \
+					range -q "$qf" -b "$bf" -m "$m" -t "$t" -- mpirun 2 --device gpu --gpu-share
+			fi
+		done
+	done
+	sf=$rfile:/selfset
+	for m in $metrics; do
+		t=$(exact_threshold "self-$m" -q "$sf" -b "$sf" -m "$m") ||
+			{ result FAIL "range demo[3000] $m --self" "no threshold, see $log"; continue; }
+		check "range demo[3000] $m -t $t --self" "range-self-$m" \
+			range -q "$sf" -b "$sf" -m "$m" -t "$t" --self -- --device gpu
+	done
+	check "range demo[3000] l2 --self, every pair (pair buffer drained)" "range-self-all" \
+		range -q "$sf" -b "$sf" -m l2 -t 1e30 --self -- --device gpu
+fi
 
 # --- summary -------------------------------------------------------------------------
 echo "# log: $log"

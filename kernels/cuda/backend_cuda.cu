@@ -3,9 +3,10 @@
  * release, the buffers of both paths (allocated at create for the largest
  * chunks), the memory formulas the planner uses, the row checks both
  * paths share, and the probe and description of devices. The work is in
- * topk_cuda.cu (float32 cuBLAS candidates + canonical rescoring) and
- * matrix_cuda.cu (double cuBLAS values verified, canonical ones where
- * the bound does not decide); what the three share is in
+ * topk_cuda.cu (float32 cuBLAS candidates + canonical rescoring),
+ * range_cuda.cu (the same candidates, every pair within the threshold)
+ * and matrix_cuda.cu (double cuBLAS values verified, canonical ones where
+ * the bound does not decide); what they share is in
  * backend_cuda_int.h.
  *
  * Errors: every CUDA and cuBLAS call is checked (check.cuh), every launch
@@ -268,6 +269,7 @@ static void cuda_release(xj_backend *be)
 		(void)cudaStreamSynchronize(c->cstream);
 	query_free(c);
 	base_free(c);
+	cuda_range_free(c);
 	work_free(c);
 	for (int s = 0; s < 2; s++) {
 		if (c->staged[s])
@@ -334,7 +336,8 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
 	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
 	    cuda_query_reserve(c, c->cfg.max_query_rows, st) ||
-	    cuda_base_reserve(c, c->cfg.max_base_rows, st))
+	    cuda_base_reserve(c, c->cfg.max_base_rows, st) ||
+	    (c->cfg.range && cuda_range_reserve(c, st)))
 		return st->code;
 	return XJ_OK;
 }
@@ -371,10 +374,11 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->device = device;
 	c->lowp = cfg->precision == XJ_PREC_BF16 ||
 		  cfg->precision == XJ_PREC_FP16;
-	/* what the driver makes for a matrix (app/main.c passes k = 0):
-	 * values from a double GEMM, with its buffers; one for top-k keeps
-	 * its memory and computes any matrix block canonically */
-	c->dgemm = cfg->k < 1;
+	/* what the driver makes for a matrix (app/main.c passes k = 0, and
+	 * no range): values from a double GEMM, with its buffers; one for
+	 * top-k or a range join keeps its memory and computes any matrix
+	 * block canonically */
+	c->dgemm = cfg->k < 1 && !cfg->range;
 	c->gate0 = cfg->has_threshold ?
 		   metric_gate_approx(cfg->metric, cfg->threshold_key) : INFINITY;
 	c->be.name = "cuda";
@@ -386,6 +390,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	c->be.matrix_wait = cuda_matrix_wait;
 	c->be.block_alloc = cuda_block_alloc;
 	c->be.block_free = cuda_block_free;
+	c->be.range_begin = cuda_range_begin;
+	c->be.range_add = cuda_range_add;
+	c->be.range_end = cuda_range_end;
+	c->be.range_take = cuda_range_take;
 	c->be.matrix_async = 1;
 	c->be.release = cuda_release;
 	c->be.gemm_flops = 0;
@@ -409,15 +417,20 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
-	/* top-k: two uploaded chunks; matrix: one, and its copy in double */
-	double per_b = (k >= 1 ? 8 : 12) * d + cos_row + low_row + 16;
+	/* top-k: two uploaded chunks; range: one; matrix: one, and its copy
+	 * in double */
+	double per_b = (k >= 1 ? 8 : cfg->range ? 4 : 12) * d + cos_row +
+		       low_row + 16;
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
 	if (k >= 1)
 		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
-	else    /* the double GEMM: a query tile, its tile of dot products,
-		 * the squares' flags, the count */
+	else if (cfg->range)   /* candidate slots, the pair buffer */
+		fixed += tile * 4 + XJ_CUDA_TQ * 4.0 + 8 +
+			 tile * XJ_CUDA_RANGE_TILES * 16;
+	else    /* a matrix's double GEMM: a query tile, its tile of dot
+		 * products, the squares' flags, the count */
 		fixed += XJ_CUDA_TQ * d * 8 + tile * 8 +
 			 4 * (double)XJ_CUDA_SQUARES + 8;
 	total = (double)qrows * per_q + (double)brows * per_b + fixed;

@@ -44,6 +44,14 @@
  *                bound (metric_dgemm.h), computing the pairs it leaves
  *                undecided canonically (matrix_exact_pairs counts them);
  *                one made for top-k computes every pair canonically.
+ *   range_begin  as topk_begin (the chunk checked when it returns).
+ *   range_add    as topk_add, except that it waits for the device when
+ *                the pair buffer may be full, to drain it to the host
+ *                (range_cuda.cu).
+ *   range_end    waits, reports a bad base row as topk_end does, and
+ *                orders the pairs on the host; range_take copies them.
+ *                range_begin .. range_end is not between topk_begin and
+ *                topk_end, nor with a matrix block queued.
  * One backend drives one device from one host thread at a time.
  *
  * cfg->precision (--precision) picks the arithmetic of the candidate
@@ -106,7 +114,9 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  (merge scratch); for k = 0, TQ x d x 8 (a query tile
  *                  in double) + TQ x TB x 8 (its dot products) +
  *                  4 TQ TB / 32^2 (a flag per 32 x 32 square) + 8 (the
- *                  count); TQ = 512, TB = 4096
+ *                  count); for a range join (k = 0, cfg->range) instead
+ *                  TQ x TB x 4 (candidate slots) + TQ x 4 + 8 + 4 TQ x
+ *                  TB x 16 (the pair buffer, 128 MiB); TQ = 512, TB = 4096
  * A self-join's block pair (TQ x TQ) and its transposed copy share the
  * GEMM tile: no bytes beyond these.
  * cuBLAS's own workspace and the CUDA context (a few hundred MiB) come on
@@ -171,6 +181,17 @@ int64_t backend_cuda_host_merge(const float *akey, const int64_t *aidx,
 				int64_t na, const uint64_t *skey,
 				const float *ckey, int64_t nb, int64_t bfirst,
 				int64_t k, float *okey, int64_t *oidx);
+
+/* range_end's ordering on the host (range_cuda.cu): the pairs of nblocks
+ * blocks (block b: n[b] pairs key[b], row[b] in [0, rows), idx[b]; any
+ * order) into row order: count[i] pairs of row i, (okey, oidx) each row
+ * sorted by (key, index), rows one after the other. XJ_OK,
+ * XJ_EXIT_RESOURCE, or XJ_EXIT_INTERNAL for a row outside [0, rows). */
+int backend_cuda_host_range_order(int64_t rows, int nblocks,
+				  const int64_t *n, const float *const *key,
+				  const int32_t *const *row,
+				  const int64_t *const *idx, int64_t *count,
+				  float *okey, int64_t *oidx);
 
 /*
  * The steps topk_add queues for base chunk b against the query chunk of

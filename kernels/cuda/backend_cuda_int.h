@@ -15,6 +15,10 @@
  *                    the tests call
  *   matrix_cuda.cu   matrix blocks: matrix_start, matrix_wait, block
  *                    memory
+ *   range_cuda.cu    range join: range_begin, range_add, range_end,
+ *                    range_take (top-k's tiles and scan, its own rescoring
+ *                    into a bounded pair buffer, the rows ordered on the
+ *                    host); the host build of that ordering for the tests
  *
  * The kernel headers define their __global__ kernels outside templates, so
  * each can be compiled into one .cu only: a second one would define the
@@ -54,7 +58,16 @@ static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
 #define XJ_CUDA_SQUARES (((int64_t)XJ_CUDA_TQ + XJ_CUDA_SQ - 1) / XJ_CUDA_SQ * \
 			 (((int64_t)XJ_CUDA_TB + XJ_CUDA_SQ - 1) / XJ_CUDA_SQ))
 
+#ifndef XJ_CUDA_RANGE_TILES
+#define XJ_CUDA_RANGE_TILES 4   /* range pair buffer: tiles of pairs */
+#endif
+
+static_assert(XJ_CUDA_RANGE_TILES >= 1,
+	      "the range pair buffer holds at least one tile's pairs");
+
 #define MIN64(a, b) ((a) < (b) ? (a) : (b))
+
+struct cuda_range;
 
 /* A row flag with no bad row, as prep.cuh defines it, for the files that
  * do not include prep.cuh; topk_cuda.cu includes both, so the compiler
@@ -133,7 +146,19 @@ typedef struct cuda_backend {
 	int64_t *ridx;
 	int64_t *rvalid;        /* ralloc / k */
 
+	/* the range join (range_cuda.cu): pairs within the threshold,
+	 * (key, row of the chunk, global base index), appended on the
+	 * device in any order and drained to host blocks */
+	int64_t pcap;           /* pairs the device buffer holds */
+	float *pkey;
+	int32_t *prow;
+	int64_t *pidx;
+	unsigned long long *pcount;  /* pairs in the buffer (device) */
+	int64_t pbound;         /* an upper bound of *pcount (host) */
+	struct cuda_range *range;    /* host blocks, the ordered rows */
+
 	int active;             /* between topk_begin and topk_end */
+	int ractive;            /* between range_begin and range_end */
 	int64_t qrows, qfirst;
 	const float *qx;        /* the caller's query rows (host), which a
 				 * self-join compares with a base chunk's:
@@ -207,6 +232,25 @@ int cuda_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
 int cuda_topk_end_merged(xj_backend *be, const struct xj_transport *t,
 			 float *key, int64_t *idx, int64_t *out_row0,
 			 int64_t *out_rows, xj_status *st);
+
+int cuda_query_load(cuda_backend *c, const xj_rows *q,
+		    unsigned long long *bad, xj_status *st);
+int cuda_base_load(cuda_backend *c, const xj_rows *b, int *slot,
+		   xj_status *st);
+int cuda_base_done(cuda_backend *c, int slot, xj_status *st);
+int cuda_tile_scan(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		   int64_t j0, int nb, xj_status *st);
+int cuda_flag_bad(unsigned long long flag, xj_status *st);
+
+/* ---- range_cuda.cu --------------------------------------------------- */
+
+int cuda_range_reserve(cuda_backend *c, xj_status *st);
+void cuda_range_free(cuda_backend *c);
+int cuda_range_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cuda_range_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cuda_range_end(xj_backend *be, int64_t *count, xj_status *st);
+int cuda_range_take(xj_backend *be, int64_t *idx, float *val,
+		    xj_status *st);
 
 /* ---- matrix_cuda.cu -------------------------------------------------- */
 

@@ -108,9 +108,11 @@ static int matrix_start_run(cuda_backend *c, const xj_rows *q,
 		return st->code;
 	if (nq == 0 || nb == 0)
 		return XJ_OK;
-	if (c->active)
+	if (c->active || c->ractive)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "matrix_start between topk_begin and topk_end");
+			       "matrix_start between %s_begin and %s_end",
+			       c->active ? "topk" : "range",
+			       c->active ? "topk" : "range");
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	if (cuda_query_reserve(c, nq, st) || cuda_base_reserve(c, nb, st) ||
 	    cuda_flags_reset(c, st))

@@ -84,7 +84,7 @@ static_assert(XJ_CUDA_TB <= (int)XJC_COL_MASK + 1,
 
 /* A flag of prep_norms, for rows no longer on the host (same messages
  * as metric_check_rows). */
-static int flag_bad(unsigned long long flag, xj_status *st)
+int cuda_flag_bad(unsigned long long flag, xj_status *st)
 {
 	long long row = (long long)(flag >> 1);
 
@@ -174,14 +174,48 @@ int cuda_prep_norms(const float *x, int64_t rows, int64_t d, xj_metric m,
 
 /* ---- top-k ----------------------------------------------------------- */
 
-static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
+/*
+ * Queue the query chunk's upload and everything derived from it (norms,
+ * the cosine and 16-bit copies, the gates at the threshold's) on the
+ * compute stream, and the copy of its row flag into *bad; the caller
+ * synchronises. Shared by top-k and the range join (range_cuda.cu).
+ */
+int cuda_query_load(cuda_backend *c, const xj_rows *q,
+		    unsigned long long *bad, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
-	int64_t k = c->cfg.k, d = c->cfg.d, n = q->rows;
+	int64_t d = c->cfg.d, n = q->rows;
+
+	if (cuda_query_reserve(c, n, st) || cuda_flags_reset(c, st))
+		return st->code;
+	if (n == 0)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x,
+				       (size_t)(n * d) * sizeof(float),
+				       cudaMemcpyHostToDevice, c->stream));
+	c->q_fp32 = lowp_needs_fp32(c, q->x, n);
+	if (prep_norms(c->q, n, d, m, q->first_row, c->qq, NULL, c->qnorm,
+		       &c->bad[0], c->stream, st) ||
+	    (m == XJ_METRIC_COSINE &&
+	     prep_hat(c->q, c->qq, n, d, c->qhat, c->stream, st)) ||
+	    (c->lowp && !c->q_fp32 &&
+	     prep_lowp(m == XJ_METRIC_COSINE ? c->qhat : c->q, n * d,
+		       c->cfg.precision, c->qlow, c->stream, st)) ||
+	    prep_fill_f64(c->gate, n, c->gate0, c->stream, st))
+		return st->code;
+	CUDA_CHECK(st, cudaMemcpyAsync(bad, &c->bad[0], sizeof(*bad),
+				       cudaMemcpyDeviceToHost, c->stream));
+	return XJ_OK;
+}
+
+static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
+{
+	int64_t k = c->cfg.k, n = q->rows;
 	unsigned long long bad = XJC_BAD_NONE;
 
 	c->active = 0;
 	c->qx = NULL;
+	c->ractive = 0;     /* a range session's query rows are replaced */
 	c->qtag = 0;        /* c->q is about to hold other rows */
 	if (k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "top-k with k = %lld",
@@ -192,23 +226,10 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 	if (cuda_check_rows_arg(c, q, "query", st))
 		return st->code;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
-	if (cuda_query_reserve(c, n, st) || cuda_flags_reset(c, st))
+	if (cuda_query_load(c, q, &bad, st))
 		return st->code;
 	if (n > 0) {
-		CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x,
-					       (size_t)(n * d) * sizeof(float),
-					       cudaMemcpyHostToDevice,
-					       c->stream));
-		c->q_fp32 = lowp_needs_fp32(c, q->x, n);
-		if (prep_norms(c->q, n, d, m, q->first_row, c->qq, NULL,
-			       c->qnorm, &c->bad[0], c->stream, st) ||
-		    (m == XJ_METRIC_COSINE &&
-		     prep_hat(c->q, c->qq, n, d, c->qhat, c->stream, st)) ||
-		    (c->lowp && !c->q_fp32 &&
-		     prep_lowp(m == XJ_METRIC_COSINE ? c->qhat : c->q, n * d,
-			       c->cfg.precision, c->qlow, c->stream, st)) ||
-		    prep_fill_f32(c->ekey, n * k, INFINITY, c->stream, st) ||
-		    prep_fill_f64(c->gate, n, c->gate0, c->stream, st))
+		if (prep_fill_f32(c->ekey, n * k, INFINITY, c->stream, st))
 			return st->code;
 		/* all-ones bytes: index -1 (padding); zero counts */
 		CUDA_CHECK(st, cudaMemsetAsync(c->eidx, 0xff,
@@ -216,9 +237,6 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 					       c->stream));
 		CUDA_CHECK(st, cudaMemsetAsync(c->ecount, 0,
 					       (size_t)n * sizeof(int64_t),
-					       c->stream));
-		CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[0], sizeof(bad),
-					       cudaMemcpyDeviceToHost,
 					       c->stream));
 	}
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
@@ -288,10 +306,67 @@ static xj_precision tile_prec(const cuda_backend *c)
 }
 
 /*
+ * The scan of the GEMM tile g (tq x nb, row-major, computed in precision
+ * p) under the rows' gates: query rows [i0, i0 + tq) against chunk rows
+ * [j0, j0 + nb), inside one TB sub-tile of the chunk (its largest norm
+ * bounds the scan's error). The kept columns of each row in (c->cand,
+ * c->ncand), TB slots per row.
+ */
+static int tile_scan(cuda_backend *c, const xj_rows *b, const float *g,
+		     int64_t i0, int tq, int64_t j0, int nb, xj_precision p,
+		     xj_status *st)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	xj_metric m = cfg->metric;
+
+	return sel_scan(g, tq, nb, xjc_is_sq(m) ? c->bn2 + j0 : NULL, m,
+			cfg->d, c->gate + i0, c->qq + i0, c->qnorm + i0,
+			c->submax + j0 / XJ_CUDA_TB, p, cfg->self,
+			c->qfirst + i0, b->first_row + j0, c->cand,
+			XJ_CUDA_TB, c->ncand, c->stream, st);
+}
+
+/* The GEMM of query rows [i0, i0 + tq) against base chunk rows [j0, j0 +
+ * nb) into c->g, in the chunk's precision; returns that precision. */
+static int tile_gemm(cuda_backend *c, int64_t i0, int tq, int64_t j0, int nb,
+		     xj_precision *p, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	int cosine = m == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->q;
+	const float *ba = cosine ? c->bhat : c->b;
+	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f;
+	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
+
+	*p = tile_prec(c);
+	if (*p == XJ_PREC_BF16 || *p == XJ_PREC_FP16) {
+		ga = c->blow + j0 * d;
+		gb = c->qlow + i0 * d;
+	}
+	return gemm_run(c->blas, *p, nb, tq, d, alpha, ga, gb, c->g, st);
+}
+
+/*
+ * The GEMM of query rows [i0, i0 + tq) against base chunk rows [j0, j0 +
+ * nb) and its scan under the rows' gates: the kept columns of each row
+ * in (c->cand, c->ncand), TB slots per row. Shared by top-k and the range
+ * join (range_cuda.cu), which rescore what it keeps.
+ */
+int cuda_tile_scan(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		   int64_t j0, int nb, xj_status *st)
+{
+	xj_precision p;
+
+	if (tile_gemm(c, i0, tq, j0, nb, &p, st))
+		return st->code;
+	return tile_scan(c, b, c->g, i0, tq, j0, nb, p, st);
+}
+
+/*
  * Scan, rescore and merge the GEMM tile g (tq x nb, row-major, computed
  * in precision p): query rows [i0, i0 + tq) against chunk rows [j0, j0 +
- * nb), inside one TB sub-tile of the chunk (its largest norm bounds the
- * scan's error).
+ * nb), inside one TB sub-tile of the chunk.
  */
 static int tile_select(cuda_backend *c, const xj_rows *b, const float *g,
 		       int64_t i0, int tq, int64_t j0, int nb, xj_precision p,
@@ -301,10 +376,7 @@ static int tile_select(cuda_backend *c, const xj_rows *b, const float *g,
 	xj_metric m = cfg->metric;
 	int64_t d = cfg->d, k = cfg->k, bfirst = b->first_row + j0;
 
-	if (sel_scan(g, tq, nb, xjc_is_sq(m) ? c->bn2 + j0 : NULL, m, d,
-		     c->gate + i0, c->qq + i0, c->qnorm + i0,
-		     c->submax + j0 / XJ_CUDA_TB, p, cfg->self, c->qfirst + i0,
-		     bfirst, c->cand, XJ_CUDA_TB, c->ncand, c->stream, st) ||
+	if (tile_scan(c, b, g, i0, tq, j0, nb, p, st) ||
 	    rescore(tq, m, d, c->q + i0 * d, c->qq + i0, c->b + j0 * d,
 		    c->bb + j0, bfirst, c->cand, c->ncand, XJ_CUDA_TB,
 		    cfg->has_threshold, cfg->threshold_key, c->ekey + i0 * k,
@@ -322,20 +394,9 @@ static int tile_select(cuda_backend *c, const xj_rows *b, const float *g,
 static int topk_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 		     int64_t j0, int nb, xj_status *st)
 {
-	xj_metric m = c->cfg.metric;
-	int64_t d = c->cfg.d;
-	int cosine = m == XJ_METRIC_COSINE;
-	const float *qa = cosine ? c->qhat : c->q;
-	const float *ba = cosine ? c->bhat : c->b;
-	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f;
-	xj_precision p = tile_prec(c);
-	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
+	xj_precision p;
 
-	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
-		ga = c->blow + j0 * d;
-		gb = c->qlow + i0 * d;
-	}
-	if (gemm_run(c->blas, p, nb, tq, d, alpha, ga, gb, c->g, st))
+	if (tile_gemm(c, i0, tq, j0, nb, &p, st))
 		return st->code;
 	return tile_select(c, b, c->g, i0, tq, j0, nb, p, st);
 }
@@ -557,6 +618,27 @@ static int add_step(void *ctx, const sym_item *it, xj_status *st)
 	return topk_tile(a->c, a->b, it->i0, it->tq, it->j0, it->nb, st);
 }
 
+/*
+ * Stage, upload and prepare the base chunk b (the upload on the copy
+ * stream, the rest queued on the compute stream behind it); its slot,
+ * for cuda_base_done once its tiles are queued. Shared by top-k and the
+ * range join.
+ */
+int cuda_base_load(cuda_backend *c, const xj_rows *b, int *slot,
+		   xj_status *st)
+{
+	c->b_fp32 = lowp_needs_fp32(c, b->x, b->rows);
+	if (cuda_base_reserve(c, b->rows, st) || base_upload(c, b, slot, st) ||
+	    base_prepare(c, b, st))
+		return st->code;
+	return XJ_OK;
+}
+
+int cuda_base_done(cuda_backend *c, int slot, xj_status *st)
+{
+	return base_consumed(c, slot, st);
+}
+
 static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	int64_t nq = c->qrows, nb = b->rows;
@@ -571,11 +653,9 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	if (nb == 0 || nq == 0)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
-	c->b_fp32 = lowp_needs_fp32(c, b->x, nb);
 	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
-	if (cuda_base_reserve(c, nb, st) || base_upload(c, b, &slot, st) ||
-	    base_prepare(c, b, st) || sym_walk(&g, add_step, &a, st) ||
-	    base_consumed(c, slot, st))
+	if (cuda_base_load(c, b, &slot, st) || sym_walk(&g, add_step, &a, st) ||
+	    cuda_base_done(c, slot, st))
 		return st->code;
 	c->be.gemm_flops += a.flops;
 	return XJ_OK;
@@ -611,7 +691,7 @@ static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	c->active = 0;
 	if (bad != XJC_BAD_NONE)
-		return flag_bad(bad, st);
+		return cuda_flag_bad(bad, st);
 	return XJ_OK;
 }
 
@@ -716,7 +796,7 @@ static int topk_end_merged_run(cuda_backend *c, const xj_transport *t,
 	*out_row0 = my0;
 	*out_rows = myrows;
 	if (bad != XJC_BAD_NONE)
-		return flag_bad(bad, st);
+		return cuda_flag_bad(bad, st);
 	return XJ_OK;
 }
 

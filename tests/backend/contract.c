@@ -1318,6 +1318,14 @@ static int64_t range_case(const tcase *tc, const chunking *ch)
 
 	xj_ok(&st);
 	CU_ASSERT_FATAL(count && idx && val && bb);
+	/* the planned chunks with cfg.range (the CUDA backend's pair buffer
+	 * made at create) on threads 0 and 2, else none (made at the first
+	 * range_begin, buffers grown to the chunks) */
+	if (ch->threads % 2 == 0) {
+		cfg.range = 1;
+		cfg.max_query_rows = qc;
+		cfg.max_base_rows = bc;
+	}
 	CU_ASSERT_EQUAL_FATAL(cur->create(&cfg, &be, &st), XJ_OK);
 	for (int64_t j = 0; j < tc->nb; j++)
 		bb[j] = metric_norm2(tc->b + j * tc->d, tc->d);
@@ -1401,6 +1409,41 @@ static void test_range(void)
 	free(b);
 }
 
+/*
+ * Sized for the CUDA tiles (512 x 4096) and the CUDA pair buffer (4 tiles
+ * of pairs, 8.4 million): 1100 x 9000 rows, most pairs within the
+ * threshold (every pair, then the key of rank 8000 of query 0), so that
+ * the buffer fills, is drained to the host and the rows are put together
+ * from several drains; and a query chunk of 600 rows (two query tiles)
+ * against base chunks of 5000 (uneven sub-tiles).
+ */
+static void test_range_tiles(void)
+{
+	const int64_t d = 16, nb = 9000, nq = 1100;
+	float *b = gauss_rows(nb, d, 0, 1);
+	const chunking ch[] = { { 0, 0, 0, 0 }, { 600, 5000, 0, 1 } };
+
+	if (small_only) {
+		free(b);
+		return;
+	}
+	CU_ASSERT_FATAL(b != NULL);
+	for (int m = 0; m < 4; m++) {
+		tcase tc = { (xj_metric)m, 0, 1, 1e30f, m % 2, b, nq, b, nb,
+			     d };
+		ref_lists ref;
+
+		if (m == 0)    /* every pair */
+			CU_ASSERT_EQUAL(range_case(&tc, &ch[0]), 0);
+		ref_build(&ref, tc.metric, b, 1, b, nb, d, 8001);
+		tc.threshold_key = ref.key[8000];
+		ref_free(&ref);
+		for (int c = 0; c < (int)UNIT_COUNT(ch); c++)
+			CU_ASSERT_EQUAL(range_case(&tc, &ch[c]), 0);
+	}
+	free(b);
+}
+
 /* ---- the suite --------------------------------------------------------- */
 
 static const unit_test contract_tests[] = {
@@ -1423,6 +1466,7 @@ static const unit_test contract_tests[] = {
 	{ "matrix: a tagged query block is kept only while the same",
 	  test_matrix_tag },
 	{ "range: every pair within the threshold, sorted", test_range },
+	{ "range: the CUDA tiles and pair buffer", test_range_tiles },
 };
 
 int contract_add(const contract_backend *be)

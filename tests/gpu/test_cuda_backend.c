@@ -14,10 +14,11 @@
  * the matrix's double GEMM decision (metric_dgemm.h) against its C build,
  * the radix sort key's order against topk_less, the rank merge and the
  * grid-row merge of the NCCL path (merge.cuh) against topk_merge; and the
- * memory formulas the planner uses (backend_cuda_work_bytes and co.).
+ * memory formulas the planner uses (backend_cuda_work_bytes and co.);
+ * the range join's ordering of drained pairs into sorted rows.
  * Device suite: the limits of the CUDA backend's own: no matrix block
  * inside a top-k session (they share buffers), no device that does not
- * exist. Output buffers are poisoned before every call.
+ * exist, range calls out of turn. Output buffers are poisoned before every call.
  */
 #include <CUnit/Basic.h>
 #include <math.h>
@@ -430,6 +431,14 @@ static void test_host_work_bytes(void)
 			tq * tb * 8 + 16 + 4 * 3 +
 			tq * d * 8 + tq * tb * 8 + 4 * (tq / 32) * (tb / 32) +
 			8);
+	/* a range join (k = 0, cfg.range): the candidate slots and counts,
+	 * the pair count and the pair buffer of 4 tiles of 16-byte pairs */
+	cfg.range = 1;
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
+			1000 * (4 * d + 28) + 2 * tb * (4 * d + 16) +
+			tq * tb * 8 + 16 + 4 * 3 + tq * tb * 4 + tq * 4 + 8 +
+			tq * tb * 4 * 16);
+	cfg.range = 0;
 	/* sizes past any device saturate instead of wrapping */
 	cfg.k = (int64_t)1 << 50;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, (int64_t)1 << 40, 0),
@@ -568,6 +577,104 @@ static void test_host_topk_steps(void)
 		}
 	free(x);
 	free(y);
+/* A pair of the range ordering's reference: (row, key, index). */
+typedef struct range_ref {
+	int32_t row;
+	float key;
+	int64_t idx;
+} range_ref;
+
+static int range_ref_cmp(const void *a, const void *b)
+{
+	const range_ref *x = a, *y = b;
+
+	if (x->row != y->row)
+		return x->row < y->row ? -1 : 1;
+	if (topk_less(x->key, x->idx, y->key, y->idx))
+		return -1;
+	return topk_less(y->key, y->idx, x->key, x->idx);
+}
+
+/*
+ * range_end's ordering (range_cuda.cu): pairs drained in blocks, in the
+ * order the device's atomics gave, into rows sorted by (key, index):
+ * counts, offsets and the pairs against a qsort of every pair, bit for
+ * bit (keys with ties, -0 and +0, rows with no pair, an empty block); a
+ * row outside the chunk is an internal error.
+ */
+static void test_host_range_order(void)
+{
+	enum { ROWS = 37, NB = 4 };
+	const int64_t n[NB] = { 500, 0, 1, 1234 };
+	int64_t total = 0, at = 0, bad = 0, *idx[NB], count[ROWS];
+	float *key[NB];
+	int32_t *row[NB];
+	range_ref *ref;
+	float *okey;
+	int64_t *oidx;
+	uint64_t s = 99;
+
+	for (int b = 0; b < NB; b++)
+		total += n[b];
+	ref = malloc(sizeof(*ref) * (size_t)total);
+	okey = malloc(sizeof(float) * (size_t)total);
+	oidx = malloc(sizeof(int64_t) * (size_t)total);
+	CU_ASSERT_FATAL(ref && okey && oidx);
+	for (int b = 0; b < NB; b++) {
+		key[b] = malloc(sizeof(float) * (size_t)(n[b] + 1));
+		row[b] = malloc(sizeof(int32_t) * (size_t)(n[b] + 1));
+		idx[b] = malloc(sizeof(int64_t) * (size_t)(n[b] + 1));
+		CU_ASSERT_FATAL(key[b] && row[b] && idx[b]);
+		for (int64_t p = 0; p < n[b]; p++) {
+			int64_t g = at + p;
+
+			s = s * 6364136223846793005ull + 1442695040888963407ull;
+			/* rows 5 and 6 get no pair; few distinct keys */
+			row[b][p] = (int32_t)((s >> 33) % (ROWS - 2));
+			row[b][p] += row[b][p] >= 5 ? 2 : 0;
+			key[b][p] = (float)((int)((s >> 20) % 9) - 4) * 0.25f;
+			if (key[b][p] == 0.0f && (s >> 40) % 2)
+				key[b][p] = -0.0f;
+			/* distinct indices, in no order */
+			idx[b][p] = g * 7919 % 1000003;
+			ref[g] = (range_ref){ row[b][p], key[b][p], idx[b][p] };
+		}
+		at += n[b];
+	}
+	qsort(ref, (size_t)total, sizeof(*ref), range_ref_cmp);
+	poison(okey, oidx, total);
+	CU_ASSERT_EQUAL_FATAL(backend_cuda_host_range_order(
+		ROWS, NB, n, (const float *const *)key,
+		(const int32_t *const *)row, (const int64_t *const *)idx,
+		count, okey, oidx), XJ_OK);
+	at = 0;
+	for (int i = 0; i < ROWS; i++) {
+		int64_t want = 0;
+
+		while (at + want < total && ref[at + want].row == i)
+			want++;
+		bad += count[i] != want;
+		for (int64_t p = 0; p < want && count[i] == want; p++)
+			bad += oidx[at + p] != ref[at + p].idx ||
+			       !same_f32(okey[at + p], ref[at + p].key);
+		at += want;
+	}
+	CU_ASSERT_EQUAL(count[5] + count[6], 0);
+	CU_ASSERT_EQUAL(bad, 0);
+	/* a pair of row 37 in a chunk of 37 rows */
+	row[3][100] = ROWS;
+	CU_ASSERT_EQUAL(backend_cuda_host_range_order(
+		ROWS, NB, n, (const float *const *)key,
+		(const int32_t *const *)row, (const int64_t *const *)idx,
+		count, okey, oidx), XJ_EXIT_INTERNAL);
+	for (int b = 0; b < NB; b++) {
+		free(key[b]);
+		free(row[b]);
+		free(idx[b]);
+	}
+	free(ref);
+	free(okey);
+	free(oidx);
 }
 
 /* ---- device suite ------------------------------------------------------ */
@@ -613,6 +720,60 @@ static void test_limits(void)
 	free(x);
 }
 
+/* The range join's calls out of turn are internal errors (a matrix block
+ * inside a range session too), and a range session needs a threshold; a
+ * session in order after them works. */
+static void test_range_limits(void)
+{
+	const int64_t d = 6;
+	float *x = gauss_rows(8, d, 0, 1);
+	float val[16];
+	int64_t idx[16], count[4];
+	xj_backend_cfg cfg;
+	xj_backend *be;
+	xj_status st;
+
+	CU_ASSERT_FATAL(x != NULL);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.metric = XJ_METRIC_L2;
+	cfg.d = d;
+	xj_ok(&st);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
+	xj_rows q = { x, 4, d, 0, 0 }, b = { x + 4 * d, 4, d, 4, 0 };
+
+	CU_ASSERT_EQUAL(be->range_begin(be, &q, &st), XJ_EXIT_INTERNAL);
+	printf("\n  (expected) %s", st.msg);
+	be->release(be);
+	cfg.has_threshold = 1;
+	cfg.threshold_key = metric_value_to_key(cfg.metric, 1e30);
+	xj_ok(&st);
+	CU_ASSERT_FATAL(gpu_backend_create(&cfg, &be, &st) == XJ_OK);
+	CU_ASSERT_EQUAL(be->range_add(be, &b, &st), XJ_EXIT_INTERNAL);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->range_take(be, idx, val, &st), XJ_EXIT_INTERNAL);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->range_begin(be, &q, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->range_add(be, &b, &st), XJ_OK);
+	/* a matrix block would replace the session's query rows */
+	CU_ASSERT_EQUAL(backend_matrix_block(be, &q, &b, val, &st),
+			XJ_EXIT_INTERNAL);
+	printf("\n  (expected) %s", st.msg);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(be->range_end(be, count, &st), XJ_OK);
+	CU_ASSERT_EQUAL(be->range_take(be, idx, val, &st), XJ_OK);
+	/* every pair: each query row keeps the 4 base rows, in order of
+	 * (value, index) */
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(count[i], 4);
+		for (int p = 1; p < 4; p++)
+			CU_ASSERT(!topk_less(val[4 * i + p], idx[4 * i + p],
+					     val[4 * i + p - 1],
+					     idx[4 * i + p - 1]));
+	}
+	be->release(be);
+	free(x);
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 static const unit_test host_tests[] = {
@@ -626,10 +787,13 @@ static const unit_test host_tests[] = {
 	{ "work, merge and pinned bytes", test_host_work_bytes },
 	{ "self-join steps: every pair once over the parts",
 	  test_host_topk_steps },
+	{ "range: pairs of drained blocks into sorted rows",
+	  test_host_range_order },
 };
 
 static const unit_test device_tests[] = {
 	{ "matrix inside top-k, missing device", test_limits },
+	{ "range: calls out of turn, a threshold needed", test_range_limits },
 };
 
 int main(int argc, char **argv)

@@ -5,8 +5,9 @@
 
 Compares /neighbors (int64, exactly equal) and /distances (float32, equal as
 uint32 bit patterns, so -0.0 != 0.0 and NaN payloads count) wherever either
-file has them. Prints the first mismatches with row, column and both values;
-exits 0 when identical, 1 on any difference, 2 when a file cannot be read.
+file has them; for a range join's CSR output also /indptr and /indices (int64).
+Prints the first mismatches with their position and both values; exits 0
+when identical, 1 on any difference, 2 when a file cannot be read.
 
 As a module: compare(actual_path, expected_path, max_print=10, out=stdout)
 returns the number of mismatching entries (0: identical).
@@ -18,17 +19,18 @@ import sys
 import h5py
 import numpy as np
 
-DATASETS = (("neighbors", np.int64), ("distances", np.float32))
+DATASETS = (("neighbors", np.int64), ("indptr", np.int64),
+            ("indices", np.int64), ("distances", np.float32))
 
 
 def _bits(a):
     return a.view(np.uint32) if a.dtype == np.float32 else a
 
 
-def _fmt(a, r, c):
-    v = a[r, c]
+def _fmt(a, pos):
+    v = a[pos]
     if a.dtype == np.float32:
-        return "%r (0x%08x)" % (float(v), int(a.view(np.uint32)[r, c]))
+        return "%r (0x%08x)" % (float(v), int(a.view(np.uint32)[pos]))
     return repr(int(v))
 
 
@@ -53,10 +55,11 @@ def _compare_one(name, dtype, fa, fb, max_print, out):
     bad = int(np.count_nonzero(diff))
     if bad == 0:
         return 0
-    print("/%s: %d of %d entries differ; first ones (row, col: actual | "
+    print("/%s: %d of %d entries differ; first ones (position: actual | "
           "expected):" % (name, bad, a.size), file=out)
-    for r, c in np.argwhere(diff)[:max_print]:
-        print("  [%d, %d]: %s | %s" % (r, c, _fmt(a, r, c), _fmt(b, r, c)),
+    for p in np.argwhere(diff)[:max_print]:
+        pos = tuple(int(x) for x in p)
+        print("  %s: %s | %s" % (list(pos), _fmt(a, pos), _fmt(b, pos)),
               file=out)
     return bad
 
@@ -68,7 +71,8 @@ def compare(actual, expected, max_print=10, out=sys.stdout):
         for name, dtype in DATASETS:
             bad += _compare_one(name, dtype, fa, fb, max_print, out)
         if not any(name in fa or name in fb for name, _ in DATASETS):
-            print("no /neighbors or /distances in either file", file=out)
+            print("no /neighbors, /indices or /distances in either file",
+                  file=out)
             bad += 1
     return bad
 

@@ -21,6 +21,12 @@ otherwise 1..4):
   range_errors    --max-pairs (exit 4, no output left; exactly nnz is
                   allowed); `plan range` counts exactly when its sample
                   is everything
+  range_precision --precision bf16 and int8 (CPU; skipped where neither
+                  runs): the file bytes of fp32's, which are the
+                  reference's, on random rows (thresholds exactly at a
+                  pair's value, --self), a GloVe slice and adversarial
+                  rows (duplicates at a threshold of 0, rows bf16 and int8
+                  round to zero, mixed magnitudes)
 """
 
 import os
@@ -338,15 +344,118 @@ def case_range_resume(ctx, ranks):
                       % h5.attrs["runs"])
 
 
+def adversarial_inputs(rng, n=40, m=700, d=16):
+    """Rows where a rounded GEMM is furthest from the canonical value:
+    duplicates (query 0 is base rows 10 and 11: distance 0, a threshold
+    exactly there), subnormal rows (bf16 flushes them to zero), rows of
+    one large coordinate and tiny others (int8 rounds the others to
+    zero), rows of mixed magnitude 1e-20 .. 1e15."""
+    b = rng.standard_normal((m, d)).astype(np.float32)
+    q = rng.standard_normal((n, d)).astype(np.float32)
+    b[11] = b[10]
+    b[50:55] = b[0:5]
+    b[100:120] = (rng.standard_normal((20, d)) * 1e-41).astype(np.float32)
+    b[200:220] = (rng.standard_normal((20, d)) * 1e-3).astype(np.float32)
+    b[200:220, 0] = np.float32(1e3)
+    b[300:340] = (rng.standard_normal((40, d)) *
+                  10.0 ** rng.integers(-20, 16, (40, 1))).astype(np.float32)
+    for x in (q, b):
+        x[np.all(x == 0, axis=1), 0] = np.float32(1e-45)
+    q[0] = b[10]
+    q[1] = b[100]
+    q[2] = b[200] + np.float32(1e-3)
+    q[4] = b[300]
+    q[5:10] = b[50:55]
+    return q, b
+
+
+def case_range_precision(ctx, ranks, args):
+    """--precision bf16 and int8 on the CPU: a range join proposes its
+    candidates with the rounded rows' error bound (metric_err_bound_rows),
+    as top-k does, so the file is fp32's to the byte."""
+    precs = run_cases._precisions_here(ctx)
+    r = ctx.path("rand.h5")
+    run_cases.write_random(r)
+    a = ctx.path("adv.h5")
+    aq, ab = adversarial_inputs(np.random.default_rng(run_cases.SEED + 40))
+    with h5py.File(a, "w") as h5:
+        h5["test"] = aq
+        h5["train"] = ab
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = args.glove if os.path.exists(args.glove) else \
+        os.path.join(here, "..", "..", "data", "glove-demo.h5")
+    g = ctx.path("glove.h5")
+    with h5py.File(src, "r") as h5:
+        base = h5["train"][:10000].astype(np.float32)
+        qs = h5["train"][19900:20000].astype(np.float32)
+    with h5py.File(g, "w") as h5:
+        h5["test"] = qs
+        h5["train"] = base
+    jobs = []   # (file, name, metric, threshold, self, ranks, tag)
+    for f, name in ((r, "rand.h5"), (a, "adv.h5")):
+        q = load(ctx, name, "test")
+        b = load(ctx, name, "train")
+        for metric in METRICS:
+            vals = reference.matrix(q, b, metric)
+            sign = -1 if metric == "ip" else 1
+            th = thresholds(sign * vals)
+            for tag in ("2%", "row 3 all"):
+                jobs.append((f, name, metric, sign * th[tag], False, 1,
+                             tag))
+            if name == "adv.h5":   # query 0 = base rows 10 and 11
+                jobs.append((f, name, metric, float(vals[0, 10]), False, 1,
+                             "at the duplicates' value"))
+    s = r + ":/selfset"
+    for metric in ("cosine", "l2"):
+        sv = np.sort(reference.matrix(load(ctx, "rand.h5:/selfset", "test"),
+                                      load(ctx, "rand.h5:/selfset", "train"),
+                                      metric).ravel())
+        jobs.append((s, "rand.h5:/selfset", metric, float(sv[len(sv) // 20]),
+                     True, 1, "--self"))
+    jobs += [(g, "glove.h5", "cosine", float(np.float32(0.45)), False, 2,
+              "GloVe"),
+             (g, "glove.h5", "l2", 4.5, False, 2, "GloVe")]
+    ref_out = ctx.path("fp32.h5")
+    out = ctx.path("out.h5")
+    for f, name, metric, t, self_ex, nranks, tag in jobs:
+        what = "%s np%d %s -t %s (%s)" % (name, nranks, metric, fval(t), tag)
+        argv = ["range", "-q", f, "-b", f, "-m", metric, "-t", fval(t),
+                "--device", "cpu"] + (["--self"] if self_ex else [])
+        ref = ref_range(ctx, name, name, metric, t, self_ex)
+        q = load(ctx, name, "test")
+        shape = (q.shape[0], load(ctx, name, "train").shape[0])
+        if os.path.exists(ref_out):
+            os.remove(ref_out)
+        if not ctx.run_ok(nranks, argv + ["--precision", "fp32", "-o",
+                                          ref_out], what + " fp32"):
+            continue
+        check_csr(ctx, ref_out, ref, what + " fp32", metric, t, shape)
+        for p in precs:
+            if os.path.exists(out):
+                os.remove(out)
+            rc, text, err, _ = ctx.run(nranks, argv + ["--precision", p,
+                                                       "-o", out])
+            row = [ln for ln in text.splitlines()
+                   if ln.startswith("| precision")]
+            if not ctx.check(rc == 0 and len(row) == 1 and p in row[0],
+                             "%s --precision %s: exit %s, job table %r: %s"
+                             % (what, p, rc, row, err[-400:])):
+                continue
+            ctx.check(same_csr(out, ref_out), "%s --precision %s: the "
+                      "file differs from fp32's" % (what, p))
+
+
 CASES = {
     "range_resume": case_range_resume,
     "range_random": case_range_random,
     "range_realdata": case_range_realdata,
     "range_errors": case_range_errors,
+    "range_precision": case_range_precision,
 }
 
 
 if __name__ == "__main__":
     # run_cases.py's driver (options, context, summary) runs these cases
     run_cases.CASES.update(CASES)
+    run_cases.CASES_WITH_ARGS.add("range_precision")
     sys.exit(run_cases.main())

@@ -35,7 +35,8 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
                   round: the resumed run computes only the rest, with the
                   same bits; also on other rank counts (1 -> 2, 2 -> 3 -> 1)
   devices         `xjoin devices` lists every rank; --device gpu without
-                  a GPU exits 4; --device auto and cpu agree bit for bit
+                  a GPU exits 4; --device auto and cpu (and gpu where
+                  there is one) agree bit for bit: topk, matrix, range
   diskfull        the output's file system fills up mid-run (a tmpfs,
                   root only; skipped, exit 77, elsewhere): exit 4, the
                   work the record names kept and right; --resume finishes
@@ -1729,16 +1730,26 @@ def case_devices(ctx, ranks):
     """Device selection on this machine: with no GPU (CI) --device gpu
     fails with exit 4 naming the reason, auto falls back to the CPU with
     one line from rank 0; with a GPU both run. auto and cpu (and gpu
-    where there is one) write the same bits."""
+    where there is one) write the same bits: topk, matrix and range."""
     nranks = ranks[0] if len(ranks) == 1 else 2
     gpu = _devices_listing(ctx, nranks)
     _devices_commands(ctx, nranks, gpu)
     write_random(ctx.path("rand.h5"))
     f = ctx.path("rand.h5")
+    # the range join's reference as a CSR file, at a pair's value exactly
+    q, b = load(ctx, "rand.h5", "test"), load(ctx, "rand.h5", "train")
+    t = fval(np.sort(reference.matrix(q, b, "l2").ravel())[len(b) * 2])
+    rref = ctx.path("range-ref.h5")
+    with h5py.File(rref, "w") as h5:
+        for name, arr in zip(("indptr", "indices", "distances"),
+                             reference.range_join(q, b, "l2", float(t))):
+            h5[name] = arr
     jobs = (("topk", ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine"],
              ctx.ref_topk("rand.h5", "rand.h5", 10, "cosine")),
             ("matrix", ["matrix", "-q", f, "-b", f, "-m", "l2"],
-             ctx.ref_matrix("rand.h5", "rand.h5", "l2")))
+             ctx.ref_matrix("rand.h5", "rand.h5", "l2")),
+            ("range", ["range", "-q", f, "-b", f, "-m", "l2", "-t", t],
+             rref))
     for name, argv, ref in jobs:
         what = "np%d %s" % (nranks, name)
         outs = {dev: ctx.path("%s-%s.h5" % (name, dev))
@@ -2119,6 +2130,10 @@ CASES = {
 }
 
 
+# cases that take the command line's arguments (the data files) too
+CASES_WITH_ARGS = {"realdata", "precision"}
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
@@ -2148,7 +2163,7 @@ def main():
     ranks = [args.nranks] if args.nranks else [1, 2, 3, 4]
     t0 = time.time()
     try:
-        if args.case in ("realdata", "precision"):
+        if args.case in CASES_WITH_ARGS:
             CASES[args.case](ctx, ranks, args)
         else:
             CASES[args.case](ctx, ranks)

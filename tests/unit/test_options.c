@@ -381,6 +381,14 @@ static void test_device_options(void)
 	expect_ok("plan topk -q q.h5 -b b.h5 -k 3 --device gpu --gpu-share");
 	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
 	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+	/* range runs on either backend, with the GPU options and
+	 * --precision (bf16 and int8 on the CPU; fp32 on a GPU) */
+	expect_ok("range -q q.h5 -b b.h5 -o r.h5 -t 1.5 --device gpu "
+		  "--gpu-mem-fraction 0.5 --gpu-share --precision bf16");
+	CU_ASSERT_EQUAL(P.job.device, XJ_DEVICE_GPU);
+	CU_ASSERT_EQUAL(P.job.gpu_mem_fraction, 0.5);
+	CU_ASSERT_EQUAL(P.job.gpu_share, 1);
+	CU_ASSERT_EQUAL(P.job.precision, XJ_PREC_BF16);
 
 	ini = write_file("device.ini", "device = cpu\n"
 			 "gpu-mem-fraction = 0.5\ngpu-share = yes\n");
@@ -852,7 +860,7 @@ static void test_job_check(void)
 	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
 	CU_ASSERT_TRUE(contains(st.msg, "plan"));
 
-	/* range: a finite threshold, no k, the CPU backend */
+	/* range: a finite threshold, no k; either backend */
 	job.command = XJ_CMD_RANGE;
 	job.plan_of = XJ_CMD_NONE;
 	snprintf(job.query_file, sizeof(job.query_file), "q.h5");
@@ -872,8 +880,7 @@ static void test_job_check(void)
 	job.k = 0;
 	job.device = XJ_DEVICE_GPU;
 	xj_ok(&st);
-	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_EXIT_USAGE);
-	CU_ASSERT_TRUE(contains(st.msg, "CPU backend only"));
+	CU_ASSERT_EQUAL(job_check(&job, &st), XJ_OK);
 	job.device = XJ_DEVICE_AUTO;
 	job.command = XJ_CMD_PLAN;   /* plan range: -o optional */
 	job.plan_of = XJ_CMD_RANGE;
