@@ -363,8 +363,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 		    plan *out, xj_status *st)
 {
-	/* the matrix: two blocks, so that XJ_MATRIX_OVERLAP=1 (one written
-	 * while the worker thread computes the next) stays in the budget */
+	/* the matrix: two blocks, one written while the worker thread
+	 * computes the next */
 	pin->out_blocks = 2;
 	/* a self-join scores the rows a base chunk shares with the query
 	 * chunk once (fp32 candidates: kernels/cpu_topk_sym.c) */

@@ -27,11 +27,10 @@
  *   ... write the block before, read the next rows ...
  *   be->matrix_wait(be, st);                 // out holds the block
  *
- * backend_matrix_block() does both at once. Where the overlap pays
- * (matrix_async: the CUDA backend's streams) the caller takes two
- * buffers; otherwise one does, and the caller writes each block before
- * it starts the next (the CPU queues a large block on a worker thread
- * all the same, which XJ_MATRIX_OVERLAP=1 puts to use).
+ * backend_matrix_block() does both at once. The driver takes two
+ * buffers and writes block i - 1 while block i is computed (the CUDA
+ * backend's streams, the CPU's worker thread for a large block);
+ * matrix_async says the backend computes on the device.
  *
  * For the range join it collects every pair within the threshold of a
  * query chunk against everything streamed, each row sorted by (value,

@@ -14,10 +14,8 @@
  * doubles), MQ query rows at a time, 3d double FLOPs a pair (l2 family),
  * 2d (ip, cosine). 4 bytes written a pair.
  *
- * A large block is computed by a worker thread, so that a driver taking
- * two buffers (XJ_MATRIX_OVERLAP=1) writes the block before meanwhile.
- * On 2 cores that measured slower than computing, then writing (the
- * write starves beside the compute team), so it is not the default.
+ * A large block is computed by a worker thread, so that the driver (two
+ * buffers, its default) writes the block before meanwhile.
  */
 #include "cpu_backend_int.h"
 

@@ -5,11 +5,11 @@
 # Runs, interleaved, REPS times each (best kept), all writing to one folder:
 #   dd        dd if=/dev/zero bs=16M conv=fdatasync of the matrix's byte
 #             count: the file system's sequential write rate, the bound
-#   xjoin     xjoin matrix (one rank, THREADS threads) with
-#             XJ_MATRIX_OVERLAP=1: a worker thread computes block i + 1
-#             while block i is written
-#   xjoin-seq the same with XJ_MATRIX_OVERLAP=0, the CPU's default: each
-#             block computed, then written
+#   xjoin     xjoin matrix (one rank, THREADS threads), its default
+#             order (XJ_MATRIX_OVERLAP=1): a worker thread computes
+#             block i + 1 while block i is written
+#   xjoin-seq the same with XJ_MATRIX_OVERLAP=0: each block computed,
+#             then written
 #   xjoin-rows, xjoin-seq-rows  the two with XJ_MATRIX_CHUNKS=rows: HDF5
 #             chunks of whole rows (a block writes a strided piece of
 #             each chunk it crosses) instead of chunks of a block's

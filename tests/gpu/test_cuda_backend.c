@@ -577,6 +577,8 @@ static void test_host_topk_steps(void)
 		}
 	free(x);
 	free(y);
+}
+
 /* A pair of the range ordering's reference: (row, key, index). */
 typedef struct range_ref {
 	int32_t row;

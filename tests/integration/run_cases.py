@@ -563,13 +563,13 @@ def case_matrix(ctx, ranks):
             argv = ["matrix", "-q", f, "-b", f, "-m", metric]
             limits = [["--mem-limit", x] for x in
                       tight_budget(ctx, nranks, argv, MATRIX_MEM_SPARES)]
-            # the GPU's block order (each block written while the next
-            # is computed, on the CPU by its worker thread)
-            os.environ["XJ_MATRIX_OVERLAP"] = "1"
+            # the one-buffer order (each block computed, then written;
+            # the default writes each while the next is computed)
+            os.environ["XJ_MATRIX_OVERLAP"] = "0"
             try:
                 ctx.result(nranks, argv + ["--chunk-rows", 3],
                            ctx.path("out.h5"), ref, "np%d matrix %s "
-                           "--chunk-rows 3, XJ_MATRIX_OVERLAP=1"
+                           "--chunk-rows 3, XJ_MATRIX_OVERLAP=0"
                            % (nranks, metric))
             finally:
                 del os.environ["XJ_MATRIX_OVERLAP"]
@@ -1392,23 +1392,23 @@ def _resume_matrix(ctx):
     ctx.check(got[0] == 5, "matrix SIGTERM: exit %s, expected 5" % got[0])
     if ctx.run_ok(3, job + ["--resume", "-o", out], "matrix --resume"):
         ctx.check(_same_results(ref, out), "resumed matrix differs")
-    # again in the GPU's block order, where the last block of a query
-    # round is written during the next round's first block
+    # again in the one-buffer order (the default above writes the last
+    # block of a query round during the next round's first block)
     os.unlink(out)
-    os.environ["XJ_MATRIX_OVERLAP"] = "1"
+    os.environ["XJ_MATRIX_OVERLAP"] = "0"
     try:
         got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
                                              "--checkpoint-seconds", 0,
                                              "-o", out], out + ".progress")
         if not got:
             return
-        ctx.check(got[0] == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=1: exit "
+        ctx.check(got[0] == 5, "matrix SIGTERM, XJ_MATRIX_OVERLAP=0: exit "
                   "%s, expected 5" % got[0])
         # other chunks (few: each block is one collective write)
         if ctx.run_ok(2, job + ["--resume", "--chunk-rows", 96, "-o", out],
-                      "matrix --resume, XJ_MATRIX_OVERLAP=1"):
+                      "matrix --resume, XJ_MATRIX_OVERLAP=0"):
             ctx.check(_same_results(ref, out), "resumed matrix differs "
-                      "(XJ_MATRIX_OVERLAP=1)")
+                      "(XJ_MATRIX_OVERLAP=0)")
     finally:
         del os.environ["XJ_MATRIX_OVERLAP"]
 
