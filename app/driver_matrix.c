@@ -10,6 +10,8 @@
 #include "guard.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
+			       xj_status *st);
 
 /*
  * The matrix's HDF5 chunks span a block's cols of the m columns, cut to 4
@@ -139,17 +141,62 @@ static const float *tri_rows(xj_run *run, h5in *in, int64_t row0,
 	return driver_input_rows(run, in, 1, row0, rows, buf, st);
 }
 
+/* A block of the triangle: rows [i0, i0 + ni) x columns [j0, j0 + nj)
+ * (none: 0 rows) in out, computed in step s. */
+typedef struct tblock {
+	int64_t i0, ni, j0, nj, step;
+	float *out;
+} tblock;
+
+/* Write block k and its transpose (collective: a rank without a block
+ * writes 0 rows); the block rows whose last block was in k's step are
+ * final. Times as matrix_put's. */
+static int tri_put(xj_run *run, const tri *tr, int slot, const tblock *k,
+		   float *tb, double *t0, xj_status *st)
+{
+	int64_t P = run->comm->nranks, s = k->step, n = run->job->n;
+	int64_t ni = k->ni, nj = k->nj;
+
+	if (h5out_write(run->out, slot, k->i0, ni, k->j0, nj, k->out, st))
+		return st->code;
+	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+	if (k->j0 != k->i0)
+		transpose(k->out, ni, nj, tb);
+	else
+		nj = ni = 0;     /* a diagonal block is its transpose */
+	if (h5out_write(run->out, slot, k->j0, nj, k->i0, ni, tb, st))
+		return st->code;
+	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+	for (int64_t r = 0; r < tr->nb; r++)
+		if (tr->rowlast[r] >= s * P && tr->rowlast[r] < (s + 1) * P &&
+		    driver_rows_final(run, r * tr->t,
+				      min64((r + 1) * tr->t, n), st))
+			return st->code;
+	report_add(run->rep, PH_WRITE, t0);
+	if (driver_checkpoint(run, 0, st))
+		return st->code;
+	*t0 = report_now();
+	return XJ_OK;
+}
+
+/* The steps of the triangle, in driver_matrix's order: block s is
+ * computed while block s - 1 and its transpose are written (two block
+ * buffers and the transpose's), or one after the other under
+ * XJ_MATRIX_OVERLAP=0. */
 static int driver_matrix_tri(xj_run *run, xj_status *st)
 {
 	xj_backend *be = run->be;
 	xj_comm *c = run->comm;
 	int64_t d = run->job->d, n = run->job->n;
 	int64_t P = c->nranks, steps, qtag = -1;
+	const char *overlap = getenv("XJ_MATRIX_OVERLAP");
+	int nbuf = overlap && !strcmp(overlap, "0") ? 1 : 2;
 	tri tr = { 0 };
-	float *q = NULL, *b = NULL, *blk = NULL, *tb = NULL;
+	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL }, *tb = NULL;
 	const float *qx_rows = NULL;
+	tblock done = { 0 };    /* computed, not yet written when pending */
 	h5in *in = NULL;
-	int slot, queued = 0;
+	int slot, queued = 0, pending = 0;
 	double t0 = report_now();
 
 	/* a resident copy of this rank's view is of no use unless it is all */
@@ -170,8 +217,8 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 			 "queries", st);
 	b = driver_alloc((size_t)(run->resb ? 0 : tr.t * d), sizeof(float),
 			 "base rows", st);
-	if (!st->code)
-		blk = be->block_alloc(be, tr.t * tr.t, st);
+	for (int i = 0; i < nbuf && !st->code; i++)
+		blk[i] = be->block_alloc(be, tr.t * tr.t, st);
 	if (!st->code)
 		tb = be->block_alloc(be, tr.t * tr.t, st);
 	if (!st->code && !run->resb) {
@@ -188,62 +235,55 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 	report_add(run->rep, PH_WRITE, &t0);
 	steps = (tr.nblk + P - 1) / P;
 	for (int64_t s = 0; s < steps; s++) {
-		int64_t k = s * P + c->rank, i0 = 0, ni = 0, j0 = 0, nj = 0;
+		int64_t k = s * P + c->rank;
+		tblock cur = { 0, 0, 0, 0, s, blk[s % nbuf] };
 
 		if (k < tr.nblk && !st->code) {
-			xj_rows qx = { NULL, 0, d, 0, 0 }, bx = { NULL, 0, d, 0, 0 };
+			xj_rows qx, bx;
 
-			i0 = tr.bi[k] * tr.t;
-			j0 = tr.bj[k] * tr.t;
-			ni = min64(tr.t, n - i0);
-			nj = min64(tr.t, n - j0);
+			cur.i0 = tr.bi[k] * tr.t;
+			cur.j0 = tr.bj[k] * tr.t;
+			cur.ni = min64(tr.t, n - cur.i0);
+			cur.nj = min64(tr.t, n - cur.j0);
+			/* rows I stay while the blocks of row I go on */
 			if (qtag != tr.bi[k])
-				qx_rows = tri_rows(run, in, i0, ni, q, st);
+				qx_rows = tri_rows(run, in, cur.i0, cur.ni, q,
+						   st);
 			qtag = qx_rows ? tr.bi[k] : -1;
-			qx = (xj_rows){ qx_rows, ni, d, i0,
+			qx = (xj_rows){ qx_rows, cur.ni, d, cur.i0,
 					(uint64_t)tr.bi[k] + 1 };
-			bx = (xj_rows){ qx_rows, ni, d, i0, 0 };
-			if (j0 != i0)
-				bx = (xj_rows){ tri_rows(run, in, j0, nj, b,
-							 st), nj, d, j0, 0 };
+			bx = (xj_rows){ qx_rows, cur.ni, d, cur.i0, 0 };
+			if (cur.j0 != cur.i0)
+				bx = (xj_rows){ tri_rows(run, in, cur.j0,
+							 cur.nj, b, st),
+						cur.nj, d, cur.j0, 0 };
 			report_add(run->rep, PH_READ, &t0);
-			if (qx.x && bx.x && !be->matrix_start(be, &qx, &bx, blk,
-							      st))
+			if (qx.x && bx.x && !be->matrix_start(be, &qx, &bx,
+							      cur.out, st))
 				queued = 1;
-			if (queued) {
-				queued = 0;
-				be->matrix_wait(be, st);
-				run->rep->gemm_flops = be->gemm_flops;
-			}
 			report_add(run->rep, PH_COMPUTE, &t0);
-			report_progress(run->rep, c);
+		}
+		if (nbuf == 1) {        /* computed: write it now */
+			matrix_wait_queued(run, &queued, &t0, st);
+			done = cur;
+			pending = 1;
 		}
 		/* errors and signals are agreed on at each step */
 		if (comm_agree(c, st))
 			goto out;
-		if (h5out_write(run->out, slot, i0, ni, j0, nj, blk, st))
+		if (pending && tri_put(run, &tr, slot, &done, tb, &t0, st))
 			goto out;
-		run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
-		if (j0 != i0)
-			transpose(blk, ni, nj, tb);
-		else
-			nj = ni = 0;     /* a diagonal block is its transpose */
-		if (h5out_write(run->out, slot, j0, nj, i0, ni, tb, st))
-			goto out;
-		run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
-		for (int64_t r = 0; r < tr.nb; r++)
-			if (tr.rowlast[r] >= s * P && tr.rowlast[r] < (s + 1) * P &&
-			    driver_rows_final(run, r * tr.t,
-					      min64((r + 1) * tr.t, n), st))
-				goto out;
-		report_add(run->rep, PH_WRITE, &t0);
-		if (driver_checkpoint(run, 0, st))
-			goto out;
-		t0 = report_now();
+		pending = 0;
+		if (nbuf == 2) {        /* written above while it ran */
+			matrix_wait_queued(run, &queued, &t0, st);
+			done = cur;
+			pending = 1;
+		}
 	}
-	comm_agree(c, st);
+	if (!comm_agree(c, st) && pending)
+		tri_put(run, &tr, slot, &done, tb, &t0, st);
 out:
-	if (queued) {
+	if (queued) {   /* its buffer is about to be freed */
 		xj_status ignored;
 
 		xj_ok(&ignored);
@@ -253,8 +293,9 @@ out:
 		h5in_close(in);
 	free(q);
 	free(b);
-	if (blk)
-		be->block_free(be, blk);
+	for (int i = 0; i < nbuf; i++)
+		if (blk[i])
+			be->block_free(be, blk[i]);
 	if (tb)
 		be->block_free(be, tb);
 	free(tr.bi);

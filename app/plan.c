@@ -259,7 +259,12 @@ int64_t plan_tri_side(const plan_in *in, const plan *p)
 		    p->bchunk_rows;
 	int64_t sixteenth = ((in->n + 15) / 16 + 255) / 256 * 256;
 
-	return t < sixteenth ? t : sixteenth;
+	t = t < sixteenth ? t : sixteenth;
+	/* three blocks (two computed in turn, a transpose) in the plan's two
+	 * output blocks of Q x B */
+	while (t > 256 && 3 * t * t > 2 * p->qchunk_rows * p->bchunk_rows)
+		t -= 256;
+	return t;
 }
 
 void plan_print(FILE *out, const plan_in *in, const plan *p)

@@ -154,7 +154,8 @@ int64_t plan_matrix_chunk_cols(int64_t m, int64_t bc);
  * app/driver_matrix.c): the smaller chunk, and at most n/16 rows (rounded
  * up to 256) so that the diagonal blocks, computed whole, stay a small
  * part of the triangle (1/16 of the blocks computed at most: 1.88x fewer
- * than the whole matrix). */
+ * than the whole matrix); less while three of them (two computed in turn
+ * and a transpose) would pass the plan's two output blocks. */
 int64_t plan_tri_side(const plan_in *in, const plan *p);
 void plan_print(FILE *out, const plan_in *in, const plan *p);
 

@@ -2072,6 +2072,20 @@ def _self_matrix(ctx, ranks):
                               what):
                     ctx.check(_same_results(plain, out),
                               "%s: differs from the plain path" % what)
+            # the one-buffer order (XJ_MATRIX_OVERLAP=0) beside the default
+            if metric == "l2" and 2 in ranks:
+                out = ctx.path("mself.h5")
+                os.environ["XJ_MATRIX_OVERLAP"] = "0"
+                try:
+                    ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o", out,
+                                        "--force", "--chunk-rows", 700],
+                                    "np2 self matrix %s XJ_MATRIX_OVERLAP=0"
+                                    % name)
+                finally:
+                    del os.environ["XJ_MATRIX_OVERLAP"]
+                if ok:
+                    ctx.check(_same_results(plain, out), "self matrix %s "
+                              "XJ_MATRIX_OVERLAP=0: differs" % name)
 
 
 def _self_matrix_interrupted(ctx):
