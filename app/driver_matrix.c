@@ -10,8 +10,6 @@
 #include "guard.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
-			       xj_status *st);
 
 /*
  * The matrix's HDF5 chunks span a block's cols of the m columns, cut to 4
@@ -26,6 +24,113 @@ static int64_t chunk_cols(int64_t m, int64_t cols)
 	const char *e = getenv("XJ_MATRIX_CHUNKS");
 
 	return e && !strcmp(e, "rows") ? 0 : plan_matrix_chunk_cols(m, cols);
+}
+
+/* ---- the block pipeline of both orders ------------------------------- */
+
+/* One block of the matrix: where it goes, the buffer that holds it, and
+ * the round (plain: its query round; triangle: its step) its write may
+ * finish. */
+typedef struct mblock {
+	int64_t q0, qrows, b0, brows;
+	int64_t round;
+	int last;               /* plain: the last block of its round */
+	float *out;
+} mblock;
+
+/*
+ * Blocks go through two buffers in turn: block i is queued, block i - 1
+ * is written while the backend computes block i (the GPU on its streams,
+ * the CPU on its worker thread), then block i is waited for.
+ * XJ_MATRIX_OVERLAP=0 takes one buffer instead, each block computed, then
+ * written: the tests cover both, benchmarks measure them
+ * (docs/performance.md: with chunks in the blocks' shape the overlap
+ * wrote an 8 GB matrix at 115% of dd's rate on 2 cores, one by one 79%).
+ * put writes a block (collective: every rank calls it once a step, a
+ * rank without a block with 0 rows).
+ */
+typedef struct mpipe mpipe;
+struct mpipe {
+	xj_run *run;
+	int nbuf, queued, pending;
+	mblock done;            /* computed, not yet written when pending */
+	double t0;              /* the phase clock */
+	int (*put)(mpipe *p, const mblock *k, xj_status *st);
+	int slot;               /* the dataset */
+	const void *tri;        /* the triangle's blocks (put's) */
+	float *tb;              /* the triangle's transpose buffer */
+};
+
+static int pipe_buffers(void)
+{
+	const char *e = getenv("XJ_MATRIX_OVERLAP");
+
+	return e && !strcmp(e, "0") ? 1 : 2;
+}
+
+/* Wait for the queued block, if any: the time since t0 is compute. */
+static void pipe_wait(mpipe *p, xj_status *st)
+{
+	if (!p->queued)
+		return;
+	p->queued = 0;
+	p->run->be->matrix_wait(p->run->be, st);
+	p->run->rep->gemm_flops = p->run->be->gemm_flops;
+	report_add(p->run->rep, PH_COMPUTE, &p->t0);
+	report_progress(p->run->rep, p->run->comm);
+}
+
+/* Block cur was started (p->queued) or has nothing to compute: agree on
+ * errors and signals, write what the order makes due. */
+static int pipe_step(mpipe *p, const mblock *cur, xj_status *st)
+{
+	if (p->nbuf == 1) {     /* computed: write it now */
+		pipe_wait(p, st);
+		p->done = *cur;
+		p->pending = 1;
+	}
+	if (comm_agree(p->run->comm, st))
+		return st->code;
+	if (p->pending && p->put(p, &p->done, st))
+		return st->code;
+	p->pending = 0;
+	if (p->nbuf == 2) {     /* written above while it ran */
+		pipe_wait(p, st);
+		p->done = *cur;
+		p->pending = 1;
+	}
+	return XJ_OK;
+}
+
+/* After the last step: the block still pending. */
+static int pipe_finish(mpipe *p, xj_status *st)
+{
+	if (!comm_agree(p->run->comm, st) && p->pending)
+		p->put(p, &p->done, st);
+	return st->code;
+}
+
+/* On the way out: a queued block's buffer is about to be freed. */
+static void pipe_drain(mpipe *p)
+{
+	xj_status ignored;
+
+	if (!p->queued)
+		return;
+	xj_ok(&ignored);
+	(void)p->run->be->matrix_wait(p->run->be, &ignored);
+	p->queued = 0;
+}
+
+/* The end of a put: the time since t0 (the ranks' agreement before it
+ * included) is the write's; a checkpoint charges its own. */
+static int pipe_put_done(mpipe *p, int checkpoint, xj_status *st)
+{
+	report_add(p->run->rep, PH_WRITE, &p->t0);
+	if (checkpoint && driver_checkpoint(p->run, 0, st))
+		return st->code;
+	p->t0 = report_now();
+	return XJ_OK;
 }
 
 /* ---- the triangle of a set with itself -------------------------------- */
@@ -141,30 +246,23 @@ static const float *tri_rows(xj_run *run, h5in *in, int64_t row0,
 	return driver_input_rows(run, in, 1, row0, rows, buf, st);
 }
 
-/* A block of the triangle: rows [i0, i0 + ni) x columns [j0, j0 + nj)
- * (none: 0 rows) in out, computed in step s. */
-typedef struct tblock {
-	int64_t i0, ni, j0, nj, step;
-	float *out;
-} tblock;
-
-/* Write block k and its transpose (collective: a rank without a block
- * writes 0 rows); the block rows whose last block was in k's step are
- * final. Times as matrix_put's. */
-static int tri_put(xj_run *run, const tri *tr, int slot, const tblock *k,
-		   float *tb, double *t0, xj_status *st)
+/* Write block k (rows q0.., columns b0..) and its transpose; the block
+ * rows whose last block was in k's step (k->round) are final. */
+static int tri_put(mpipe *p, const mblock *k, xj_status *st)
 {
-	int64_t P = run->comm->nranks, s = k->step, n = run->job->n;
-	int64_t ni = k->ni, nj = k->nj;
+	xj_run *run = p->run;
+	const tri *tr = p->tri;
+	int64_t P = run->comm->nranks, s = k->round, n = run->job->n;
+	int64_t ni = k->qrows, nj = k->brows;
 
-	if (h5out_write(run->out, slot, k->i0, ni, k->j0, nj, k->out, st))
+	if (h5out_write(run->out, p->slot, k->q0, ni, k->b0, nj, k->out, st))
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
-	if (k->j0 != k->i0)
-		transpose(k->out, ni, nj, tb);
+	if (k->b0 != k->q0)
+		transpose(k->out, ni, nj, p->tb);
 	else
 		nj = ni = 0;     /* a diagonal block is its transpose */
-	if (h5out_write(run->out, slot, k->j0, nj, k->i0, ni, tb, st))
+	if (h5out_write(run->out, p->slot, k->b0, nj, k->q0, ni, p->tb, st))
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
 	for (int64_t r = 0; r < tr->nb; r++)
@@ -172,32 +270,23 @@ static int tri_put(xj_run *run, const tri *tr, int slot, const tblock *k,
 		    driver_rows_final(run, r * tr->t,
 				      min64((r + 1) * tr->t, n), st))
 			return st->code;
-	report_add(run->rep, PH_WRITE, t0);
-	if (driver_checkpoint(run, 0, st))
-		return st->code;
-	*t0 = report_now();
-	return XJ_OK;
+	return pipe_put_done(p, 1, st);
 }
 
-/* The steps of the triangle, in driver_matrix's order: block s is
- * computed while block s - 1 and its transpose are written (two block
- * buffers and the transpose's), or one after the other under
- * XJ_MATRIX_OVERLAP=0. */
+/* The steps of the triangle through the block pipeline: block s is
+ * computed while block s - 1 and its transpose are written. */
 static int driver_matrix_tri(xj_run *run, xj_status *st)
 {
 	xj_backend *be = run->be;
 	xj_comm *c = run->comm;
 	int64_t d = run->job->d, n = run->job->n;
 	int64_t P = c->nranks, steps, qtag = -1;
-	const char *overlap = getenv("XJ_MATRIX_OVERLAP");
-	int nbuf = overlap && !strcmp(overlap, "0") ? 1 : 2;
 	tri tr = { 0 };
-	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL }, *tb = NULL;
+	mpipe p = { run, pipe_buffers(), 0, 0, { 0 }, report_now(), tri_put,
+		    -1, &tr, NULL };
+	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
 	const float *qx_rows = NULL;
-	tblock done = { 0 };    /* computed, not yet written when pending */
 	h5in *in = NULL;
-	int slot, queued = 0, pending = 0;
-	double t0 = report_now();
 
 	/* a resident copy of this rank's view is of no use unless it is all */
 	if (run->resb && (run->view.brows != n || run->view.b0 != 0))
@@ -217,10 +306,10 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 			 "queries", st);
 	b = driver_alloc((size_t)(run->resb ? 0 : tr.t * d), sizeof(float),
 			 "base rows", st);
-	for (int i = 0; i < nbuf && !st->code; i++)
+	for (int i = 0; i < p.nbuf && !st->code; i++)
 		blk[i] = be->block_alloc(be, tr.t * tr.t, st);
 	if (!st->code)
-		tb = be->block_alloc(be, tr.t * tr.t, st);
+		p.tb = be->block_alloc(be, tr.t * tr.t, st);
 	if (!st->code && !run->resb) {
 		driver_guard_input(run, &run->binfo);
 		h5in_open(&run->binfo, &in, st);
@@ -228,144 +317,90 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 	}
 	if (comm_agree(c, st))
 		goto out;
-	report_add(run->rep, PH_READ, &t0);
+	report_add(run->rep, PH_READ, &p.t0);
 	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32, n, n,
-				    tr.t, chunk_cols(n, tr.t), &slot, st))
+				    tr.t, chunk_cols(n, tr.t), &p.slot, st))
 		goto out;
-	report_add(run->rep, PH_WRITE, &t0);
+	report_add(run->rep, PH_WRITE, &p.t0);
 	steps = (tr.nblk + P - 1) / P;
 	for (int64_t s = 0; s < steps; s++) {
 		int64_t k = s * P + c->rank;
-		tblock cur = { 0, 0, 0, 0, s, blk[s % nbuf] };
+		mblock cur = { 0, 0, 0, 0, s, 0, blk[s % p.nbuf] };
 
 		if (k < tr.nblk && !st->code) {
 			xj_rows qx, bx;
 
-			cur.i0 = tr.bi[k] * tr.t;
-			cur.j0 = tr.bj[k] * tr.t;
-			cur.ni = min64(tr.t, n - cur.i0);
-			cur.nj = min64(tr.t, n - cur.j0);
+			cur.q0 = tr.bi[k] * tr.t;
+			cur.b0 = tr.bj[k] * tr.t;
+			cur.qrows = min64(tr.t, n - cur.q0);
+			cur.brows = min64(tr.t, n - cur.b0);
 			/* rows I stay while the blocks of row I go on */
 			if (qtag != tr.bi[k])
-				qx_rows = tri_rows(run, in, cur.i0, cur.ni, q,
-						   st);
+				qx_rows = tri_rows(run, in, cur.q0, cur.qrows,
+						   q, st);
 			qtag = qx_rows ? tr.bi[k] : -1;
-			qx = (xj_rows){ qx_rows, cur.ni, d, cur.i0,
+			qx = (xj_rows){ qx_rows, cur.qrows, d, cur.q0,
 					(uint64_t)tr.bi[k] + 1 };
-			bx = (xj_rows){ qx_rows, cur.ni, d, cur.i0, 0 };
-			if (cur.j0 != cur.i0)
-				bx = (xj_rows){ tri_rows(run, in, cur.j0,
-							 cur.nj, b, st),
-						cur.nj, d, cur.j0, 0 };
-			report_add(run->rep, PH_READ, &t0);
+			bx = (xj_rows){ qx_rows, cur.qrows, d, cur.q0, 0 };
+			if (cur.b0 != cur.q0)
+				bx = (xj_rows){ tri_rows(run, in, cur.b0,
+							 cur.brows, b, st),
+						cur.brows, d, cur.b0, 0 };
+			report_add(run->rep, PH_READ, &p.t0);
 			if (qx.x && bx.x && !be->matrix_start(be, &qx, &bx,
 							      cur.out, st))
-				queued = 1;
-			report_add(run->rep, PH_COMPUTE, &t0);
+				p.queued = 1;
+			report_add(run->rep, PH_COMPUTE, &p.t0);
 		}
-		if (nbuf == 1) {        /* computed: write it now */
-			matrix_wait_queued(run, &queued, &t0, st);
-			done = cur;
-			pending = 1;
-		}
-		/* errors and signals are agreed on at each step */
-		if (comm_agree(c, st))
+		if (pipe_step(&p, &cur, st))
 			goto out;
-		if (pending && tri_put(run, &tr, slot, &done, tb, &t0, st))
-			goto out;
-		pending = 0;
-		if (nbuf == 2) {        /* written above while it ran */
-			matrix_wait_queued(run, &queued, &t0, st);
-			done = cur;
-			pending = 1;
-		}
 	}
-	if (!comm_agree(c, st) && pending)
-		tri_put(run, &tr, slot, &done, tb, &t0, st);
+	pipe_finish(&p, st);
 out:
-	if (queued) {   /* its buffer is about to be freed */
-		xj_status ignored;
-
-		xj_ok(&ignored);
-		(void)be->matrix_wait(be, &ignored);
-	}
+	pipe_drain(&p);
 	if (in)
 		h5in_close(in);
 	free(q);
 	free(b);
-	for (int i = 0; i < nbuf; i++)
+	for (int i = 0; i < p.nbuf; i++)
 		if (blk[i])
 			be->block_free(be, blk[i]);
-	if (tb)
-		be->block_free(be, tb);
+	if (p.tb)
+		be->block_free(be, p.tb);
 	free(tr.bi);
 	free(tr.bj);
 	free(tr.rowlast);
 	return st->code;
 }
 
-/* One block of the matrix: where it goes and the buffer that holds it. */
-typedef struct mblock {
-	int64_t q0, qrows, b0, brows;
-	int64_t round;          /* its query round */
-	int last;               /* the last block of that round */
-	float *out;
-} mblock;
+/* ---- the plain order -------------------------------------------------- */
 
-/* Write a block (collective); the last of a round makes its rows final.
- * The time since *t0 (the ranks' agreement before it included) is the
- * write's; a checkpoint charges its own. */
-static int matrix_put(xj_run *run, int slot, const mblock *k, double *t0,
-		      xj_status *st)
+/* Write a block; the last of a round makes its rows final. */
+static int matrix_put(mpipe *p, const mblock *k, xj_status *st)
 {
-	if (h5out_write(run->out, slot, k->q0, k->brows ? k->qrows : 0, k->b0,
-			k->brows, k->out, st))
+	xj_run *run = p->run;
+
+	if (h5out_write(run->out, p->slot, k->q0, k->brows ? k->qrows : 0,
+			k->b0, k->brows, k->out, st))
 		return st->code;
 	run->rep->write_bytes += k->qrows * k->brows * (int64_t)sizeof(float);
 	if (k->last && driver_round_done(run, k->round, st))
 		return st->code;
-	report_add(run->rep, PH_WRITE, t0);
-	if (k->last && driver_checkpoint(run, 0, st))
-		return st->code;
-	*t0 = report_now();
-	return XJ_OK;
+	return pipe_put_done(p, k->last, st);
 }
 
-/* Wait for the queued block, if any: the time since *t0 is compute. */
-static void matrix_wait_queued(xj_run *run, int *queued, double *t0,
-			       xj_status *st)
-{
-	if (!*queued)
-		return;
-	*queued = 0;
-	run->be->matrix_wait(run->be, st);
-	run->rep->gemm_flops = run->be->gemm_flops;
-	report_add(run->rep, PH_COMPUTE, t0);
-	report_progress(run->rep, run->comm);
-}
-
-/*
- * Two block buffers in turn: block i is queued, block i - 1 is written
- * while the backend computes block i (the GPU on its streams, the CPU on
- * its worker thread), then block i is waited for. XJ_MATRIX_OVERLAP=0
- * takes the one-buffer order instead, each block computed, then written:
- * the tests cover both, benchmarks measure them (docs/performance.md:
- * with chunks in the blocks' shape the overlap wrote an 8 GB matrix at
- * 115% of dd's rate on 2 cores, the one-buffer order at 79%).
- */
+/* Each query round streams the base chunks past its query chunk; the
+ * blocks go through the block pipeline (above). */
 int driver_matrix(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
 	xj_backend *be = run->be;
 	int64_t d = run->job->d, qc = run->pl.qchunk_rows;
 	int64_t bc = run->pl.bchunk_rows, nblocks = 0;
-	const char *overlap = getenv("XJ_MATRIX_OVERLAP");
-	int nbuf = overlap && !strcmp(overlap, "0") ? 1 : 2;
+	mpipe p = { run, pipe_buffers(), 0, 0, { 0 }, report_now(),
+		    matrix_put, -1, NULL, NULL };
 	float *q = NULL, *b = NULL, *blk[2] = { NULL, NULL };
 	h5in *qin = NULL, *bin = NULL;
-	mblock done = { 0 };    /* computed, not yet written when pending */
-	int slot, queued = 0, pending = 0;
-	double t0 = report_now();
 
 	if (driver_matrix_sym(run))
 		return driver_matrix_tri(run, st);
@@ -375,18 +410,18 @@ int driver_matrix(xj_run *run, xj_status *st)
 			 "queries", st);
 	b = driver_alloc((size_t)(run->resq ? 0 : bc * d), sizeof(float),
 			 "base rows", st);
-	for (int i = 0; i < nbuf && !st->code; i++)
+	for (int i = 0; i < p.nbuf && !st->code; i++)
 		blk[i] = be->block_alloc(be, qc * bc, st);
 	if (!st->code)
 		driver_open_inputs(run, &qin, &bin, st);
 	if (comm_agree(run->comm, st))
 		goto out;
-	report_add(run->rep, PH_READ, &t0);
+	report_add(run->rep, PH_READ, &p.t0);
 	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32,
 				    run->job->n, run->job->m, qc,
-				    chunk_cols(run->job->m, bc), &slot, st))
+				    chunk_cols(run->job->m, bc), &p.slot, st))
 		goto out;
-	report_add(run->rep, PH_WRITE, &t0);
+	report_add(run->rep, PH_WRITE, &p.t0);
 	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
 		int64_t q0 = v->q0 + qr * qc;
 		int64_t qrows = qr < v->nqchunks ?
@@ -397,11 +432,11 @@ int driver_matrix(xj_run *run, xj_status *st)
 		qx.tag = (uint64_t)qr + 1;   /* the same rows for every block */
 		if (qrows && v->brows)
 			qx.x = driver_input_rows(run, qin, 0, q0, qrows, q, st);
-		report_add(run->rep, PH_READ, &t0);
+		report_add(run->rep, PH_READ, &p.t0);
 		for (int64_t br = 0; br < run->pl.brounds; br++) {
 			mblock cur = { q0, qrows, v->b0 + br * bc, 0, qr,
 				       br == run->pl.brounds - 1,
-				       blk[nblocks++ % nbuf] };
+				       blk[nblocks++ % p.nbuf] };
 			xj_rows bx = { NULL, 0, d, cur.b0, 0 };
 
 			if (qrows && br < v->nbchunks)
@@ -409,47 +444,27 @@ int driver_matrix(xj_run *run, xj_status *st)
 			if (!st->code && cur.brows) {
 				bx.rows = cur.brows;
 				bx.x = driver_input_rows(run, bin, 1, cur.b0,
-						  cur.brows, b, st);
-				report_add(run->rep, PH_READ, &t0);
+							 cur.brows, b, st);
+				report_add(run->rep, PH_READ, &p.t0);
 				if (bx.x && !be->matrix_start(be, &qx, &bx,
 							      cur.out, st))
-					queued = 1;
-				report_add(run->rep, PH_COMPUTE, &t0);
+					p.queued = 1;
+				report_add(run->rep, PH_COMPUTE, &p.t0);
 			}
-			if (nbuf == 1) {        /* computed: write it now */
-				matrix_wait_queued(run, &queued, &t0, st);
-				done = cur;
-				pending = 1;
-			}
-			/* errors and signals are agreed on at each block */
-			if (comm_agree(run->comm, st))
+			if (pipe_step(&p, &cur, st))
 				goto out;
-			if (pending && matrix_put(run, slot, &done, &t0, st))
-				goto out;
-			pending = 0;
-			if (nbuf == 2) {        /* written above while it ran */
-				matrix_wait_queued(run, &queued, &t0, st);
-				done = cur;
-				pending = 1;
-			}
 		}
 	}
-	if (!comm_agree(run->comm, st) && pending)
-		matrix_put(run, slot, &done, &t0, st);
+	pipe_finish(&p, st);
 out:
-	if (queued) {   /* its buffer is about to be freed */
-		xj_status ignored;
-
-		xj_ok(&ignored);
-		(void)be->matrix_wait(be, &ignored);
-	}
+	pipe_drain(&p);
 	if (qin)
 		h5in_close(qin);
 	if (bin)
 		h5in_close(bin);
 	free(q);
 	free(b);
-	for (int i = 0; i < nbuf; i++)
+	for (int i = 0; i < p.nbuf; i++)
 		if (blk[i])
 			be->block_free(be, blk[i]);
 	return st->code;
