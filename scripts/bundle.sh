@@ -4,7 +4,7 @@
 # help files, PMIx, parallel HDF5, OpenBLAS, libinih, CUnit -- into one
 # folder that runs anywhere with glibc >= this machine's:
 #
-#   scripts/bundle.sh [--out DIR] [--no-big-data] [--no-archive]
+#   scripts/bundle.sh [--out DIR] [--no-big-data] [--big-rows N] [--no-archive]
 #
 # DIR (default bundle/) gets:
 #   bin/          xjoin, libxjoin_cuda.so (the CUDA backend, which xjoin
@@ -17,7 +17,10 @@
 #                 too old for the machine's other libraries)
 #   mpi/          an Open MPI prefix tree (OPAL_PREFIX): mpirun, orted,
 #                 ompi_info, the mca plugins, help files, and PMIx's tree
-#   data/         glove-100d-100k.h5 from ../shared/data when present
+#   data/         glove-100d-100k.h5 from ../shared/data when present, or
+#                 with --big-rows N its first N train rows and all its test
+#                 rows as glove-100d-100k-first<N>.h5 (a run call carries
+#                 64 MiB: tree, archive and data together)
 #   env.sh        source it: PATH, LD_LIBRARY_PATH, OPAL_PREFIX, PMIX prefix,
 #                 and the CUDA runtime and cuBLAS from the machine
 #   COMMIT        the commit (and tree state) the binaries were built from
@@ -38,11 +41,13 @@ cd "$(dirname "$0")/.."
 
 out=bundle
 big_data=1
+big_rows=
 archive=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out="$2"; shift 2 ;;
 	--no-big-data) big_data=0; shift ;;
+	--big-rows) big_rows="$2"; shift 2 ;;
 	--no-archive) archive=0; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;/^set -e/d'; exit 0 ;;
 	*) echo "bundle.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -133,7 +138,14 @@ done
 
 # --- data -------------------------------------------------------------------
 big=../shared/data/glove-100d-100k.h5
-if [ $big_data = 1 ] && [ -f "$big" ]; then
+if [ $big_data = 1 ] && [ -f "$big" ] && [ -n "$big_rows" ]; then
+	/usr/bin/python3 - "$big" "$out/data/glove-100d-100k-first$big_rows.h5" "$big_rows" <<'PY' || exit 1
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
+    dst["test"] = src["test"][...]
+    dst["train"] = src["train"][:int(sys.argv[3])]
+PY
+elif [ $big_data = 1 ] && [ -f "$big" ]; then
 	cp "$big" "$out/data/"
 fi
 

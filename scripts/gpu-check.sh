@@ -88,7 +88,7 @@ if [ -n "$bundle" ]; then
 	xj=$XJ_BUNDLE/bin/xjoin
 	test_dir=$XJ_BUNDLE/bin
 	commit=$(head -1 "$XJ_BUNDLE/COMMIT")
-	big_candidates=("$XJ_BUNDLE/data/glove-100d-100k.h5" ../shared/data/glove-100d-100k.h5)
+	big_candidates=("$XJ_BUNDLE"/data/glove-100d-100k*.h5 ../shared/data/glove-100d-100k.h5)
 else
 	if [ ! -x build/xjoin ]; then
 		scripts/build.sh >/dev/null || { echo "gpu-check.sh: build failed" >&2; exit 1; }
@@ -271,7 +271,7 @@ ks="10 100"
 [ $quick = 1 ] && { metrics="l2 cosine"; ks=10; }
 
 sets=("demo:$demo")
-[ -n "$big" ] && sets+=("glove100k:$big")
+[ -n "$big" ] && sets+=("glove100k:$big") && echo "# glove100k: $big"
 for s in "${sets[@]}"; do
 	name=${s%%:*}
 	file=${s#*:}

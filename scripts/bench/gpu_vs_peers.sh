@@ -10,6 +10,9 @@
 # Usage: scripts/bench/gpu_vs_peers.sh [--size Q] [--bundle DIR] [--work DIR]
 #   --size Q      rows of each set (e.g. 100000 for a smoke run)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
+#   --tool-timeout S  stop any one tool after S seconds (it is then left out
+#                 of the table and said so), so a slow peer cannot take the
+#                 whole run
 # Environment: XJOIN (default build/xjoin), PYTHON (first python3 with torch).
 #
 # Prints `time` lines as each tool finishes, then a table: seconds end to end
@@ -25,11 +28,13 @@ dim=128
 k=10
 bundle=
 work=${TMPDIR:-/tmp}/xjoin-gpu-bench
+tool_timeout=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) size=$2; shift 2 ;;
 	--bundle) bundle=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
+	--tool-timeout) tool_timeout=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "gpu_vs_peers.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
@@ -73,8 +78,13 @@ timed() {	# NAME CMD...: run, record wall seconds
 	local name=$1 t0 t1
 	shift
 	t0=$(date +%s.%N)
-	if ! "$@" >"$work/$name.out" 2>&1; then
-		echo "# $name failed:"; tail -5 "$work/$name.out"
+	local rc=0
+	timeout "$tool_timeout" "$@" >"$work/$name.out" 2>&1 || rc=$?
+	if [ $rc = 124 ]; then
+		echo "# $name stopped after --tool-timeout ${tool_timeout}s"
+		return 1
+	elif [ $rc != 0 ]; then
+		echo "# $name failed (exit $rc):"; tail -5 "$work/$name.out"
 		return 1
 	fi
 	t1=$(date +%s.%N)
