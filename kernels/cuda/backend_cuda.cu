@@ -134,7 +134,7 @@ int cuda_base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
 	base_free(c);
 	if (dev_alloc(&c->braw[0], mul_sat(rows, d), "base rows", st) ||
-	    (c->cfg.k >= 1 &&   /* top-k only: a matrix uploads in place */
+	    ((c->cfg.k >= 1 || c->cfg.range) &&   /* a matrix uploads in place */
 	     dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st)) ||
 	    (cosine && dev_alloc(&c->bhat, mul_sat(rows, d),
 				 "normalised base rows", st)) ||
@@ -417,9 +417,9 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			 cfg->precision == XJ_PREC_FP16 ? 2 * d : 0;
 	double tile = (double)XJ_CUDA_TQ * XJ_CUDA_TB;
 	double per_q = 4 * d + cos_row + low_row + 28 + 12 * k;
-	/* top-k: two uploaded chunks; range: one; matrix: one, and its copy
-	 * in double */
-	double per_b = (k >= 1 ? 8 : cfg->range ? 4 : 12) * d + cos_row +
+	/* top-k and range: two uploaded chunks (cuda_base_load alternates);
+	 * matrix: one, and its copy in double */
+	double per_b = (k >= 1 || cfg->range ? 8 : 12) * d + cos_row +
 		       low_row + 16;
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;

@@ -104,9 +104,10 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  * base chunks of brows rows, for the planner's memory formula:
  *   per query row  4d (rows) + 4d (cosine copy) + 2d (bf16/fp16 copy) +
  *                  28 (norms, gate, count) + 12k (k-list)
- *   per base row   8d for k >= 1 (two chunks: one uploaded while the
- *                  other is used), else 12d (one chunk, and its copy in
- *                  double for the matrix's GEMM); + 4d (cosine) + 2d
+ *   per base row   8d for k >= 1 and range joins (two chunks: one
+ *                  uploaded while the other is used), else 12d (one
+ *                  chunk, and its copy in double for the matrix's
+ *                  GEMM); + 4d (cosine) + 2d
  *                  (bf16/fp16) + 16 (norms) + 4/TB (sub-tile max)
  *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) + 16 (row
  *                  flags) and, for k >= 1, TQ x TB x 16

@@ -55,7 +55,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 0
 fi
 nvidia-smi -L
-if ! "$xjoin" devices 2>&1 | grep -q "backend: gpu"; then
+if ! "$xjoin" devices 2>&1 | grep -q "backend: cuda"; then
 	echo "no GPU: skipped (xjoin devices: $("$xjoin" devices 2>&1 | grep -m1 'no usable GPU'))"
 	exit 0
 fi

@@ -24,12 +24,16 @@
 #
 # Usage: scripts/bench/matrix_vs_disk.sh [--queries N] [--rows M] [--dim D]
 #                                        [--metric METRIC] [--reps R]
-#                                        [--no-cdist]
+#                                        [--no-cdist] [--device gpu]
 #   default 5,000 x 40,000 x 128, l2 (800 MB a matrix), 2 reps;
-#   --no-cdist leaves the SciPy peer out (it takes minutes on 2 cores).
+#   --no-cdist leaves the SciPy peer out (it takes minutes on 2 cores);
+#   --device gpu runs dd and xjoin --device gpu alone (its default order
+#   and HDF5 chunks: the CUDA backend computes, the host writes).
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench: the
-#   folder written to; outputs are deleted after each run), THREADS (2).
-# Needs: Debian's python3-h5py, python3-numpy, python3-scipy.
+#   folder written to; outputs are deleted after each run), THREADS (2),
+#   PYTHON (/usr/bin/python3).
+# Needs: h5py, numpy and scipy in PYTHON (Debian's python3-h5py,
+#   python3-numpy, python3-scipy).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,7 +41,8 @@ root=$(cd "$here/../.." && pwd)
 xjoin=${XJOIN:-$root/build/xjoin}
 work=${BENCH_DIR:-$root/build/bench}
 threads=${THREADS:-2}
-py=/usr/bin/python3
+py=${PYTHON:-/usr/bin/python3}
+device=cpu
 queries=5000
 rows=40000
 dim=128
@@ -55,6 +60,8 @@ while [ $# -gt 0 ]; do
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
 	--no-cdist) tools="dd xjoin xjoin-seq xjoin-rows xjoin-seq-rows" ;;
+	--device) device=$2; shift
+		[ "$device" = gpu ] && tools="dd xjoin" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -107,7 +114,7 @@ run_xjoin() {    # tool overlap chunks
 		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
 		-x XJ_MATRIX_CHUNKS \
 		"$xjoin" matrix -q "$in:test" -b "$in:train" -m "$metric" \
-		-o "$out" --force --quiet --device cpu \
+		-o "$out" --force --quiet --device "$device" \
 		--report-json "$work/mvd-report.json" >/dev/null
 	t1=$(now)
 	rm -f "$out"
@@ -150,9 +157,9 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$reps"); do
 	run_dd
 	run_xjoin xjoin 1 blocks
-	run_xjoin xjoin-seq 0 blocks
-	run_xjoin xjoin-rows 1 rows
-	run_xjoin xjoin-seq-rows 0 rows
+	case $tools in *xjoin-seq*) run_xjoin xjoin-seq 0 blocks ;; esac
+	case $tools in *xjoin-rows*) run_xjoin xjoin-rows 1 rows ;; esac
+	case $tools in *xjoin-seq-rows*) run_xjoin xjoin-seq-rows 0 rows ;; esac
 	case $tools in *cdist*) run_cdist ;; esac
 done
 rm -f "$work/mvd-report.json"

@@ -431,11 +431,12 @@ static void test_host_work_bytes(void)
 			tq * tb * 8 + 16 + 4 * 3 +
 			tq * d * 8 + tq * tb * 8 + 4 * (tq / 32) * (tb / 32) +
 			8);
-	/* a range join (k = 0, cfg.range): the candidate slots and counts,
-	 * the pair count and the pair buffer of 4 tiles of 16-byte pairs */
+	/* a range join (k = 0, cfg.range): two base chunks as top-k, the
+	 * candidate slots and counts, the pair count and the pair buffer of
+	 * 4 tiles of 16-byte pairs */
 	cfg.range = 1;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
-			1000 * (4 * d + 28) + 2 * tb * (4 * d + 16) +
+			1000 * (4 * d + 28) + 2 * tb * (8 * d + 16) +
 			tq * tb * 8 + 16 + 4 * 3 + tq * tb * 4 + tq * 4 + 8 +
 			tq * tb * 4 * 16);
 	cfg.range = 0;
