@@ -127,15 +127,19 @@ int cuda_base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 {
 	int64_t d = c->cfg.d;
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	/* top-k and range joins upload into two slots in turn (a range join
+	 * on a backend made without cfg.range too); a matrix in place */
+	int two = c->cfg.k >= 1 || c->cfg.range || c->ractive;
 
-	if (rows <= c->balloc)
+	if (rows <= c->balloc && (!two || c->braw[1]))
 		return XJ_OK;
+	if (rows < c->balloc)
+		rows = c->balloc;
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->cstream));
 	base_free(c);
 	if (dev_alloc(&c->braw[0], mul_sat(rows, d), "base rows", st) ||
-	    ((c->cfg.k >= 1 || c->cfg.range) &&   /* a matrix uploads in place */
-	     dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st)) ||
+	    (two && dev_alloc(&c->braw[1], mul_sat(rows, d), "base rows", st)) ||
 	    (cosine && dev_alloc(&c->bhat, mul_sat(rows, d),
 				 "normalised base rows", st)) ||
 	    dev_alloc(&c->bb, rows, "base norms", st) ||

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# gpu_profile.sh: where xjoin's GPU top-k spends its device time.
+#
+#   scripts/bench/gpu_profile.sh [--bundle DIR] [--queries Q] [--rows N]
+#                                [--work DIR] [--out DIR]
+#
+# On Q x N x 128 synthetic rows (`xjoin gen`; default 100,000 x 1,000,000),
+# l2, k = 10:
+#   1. xjoin --device gpu in fp32 and bf16, each with --report-json
+#      (phase seconds, GEMM FLOP): `time` lines with TFLOP/s;
+#   2. ncu (Nsight Compute, --clock-control none: the card's clocks as
+#      found) over 60 launches in the steady state (after the first 3000),
+#      gpu__time_duration per kernel: the share of each kernel (cuBLAS's
+#      GEMM, the scan, the rescoring, the merge) in one tile's time.
+# Writes OUT/xjoin-fp32.json, OUT/xjoin-bf16.json, OUT/ncu.csv and prints a
+# table of mean microseconds per launch and share per kernel name.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bundle=
+queries=100000
+rows=1000000
+work=${TMPDIR:-/tmp}/xjoin-gpu-profile
+out=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--bundle) bundle=$2; shift 2 ;;
+	--queries) queries=$2; shift 2 ;;
+	--rows) rows=$2; shift 2 ;;
+	--work) work=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "gpu_profile.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+if [ -n "$bundle" ]; then
+	# shellcheck source=/dev/null
+	. "$bundle/env.sh" || exit 1
+	xjoin=$XJ_BUNDLE/bin/xjoin
+else
+	xjoin=${XJOIN:-$root/build/xjoin}
+fi
+out=${out:-$work}
+mkdir -p "$work" "$out" || exit 1
+nvidia-smi -L 2>/dev/null || { echo "no GPU: skipped"; exit 0; }
+data=$work/syn-$queries-$rows.h5
+[ -f "$data" ] || "$xjoin" gen --rows "$rows" --queries "$queries" --dim 128 \
+	-o "$data" --quiet || exit 1
+job=(topk -q "$data" -b "$data" -k 10 -m l2 --device gpu -o "$work/out.h5"
+     --force --quiet)
+for p in fp32 bf16; do
+	"$xjoin" "${job[@]}" --precision $p --report-json "$out/xjoin-$p.json" ||
+		exit 1
+	python3 - "$out/xjoin-$p.json" $p <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); ph = r["phase_seconds"]
+print("time xjoin-%s total_s=%.3f compute_s=%.3f TFLOP/s=%.1f" % (sys.argv[2],
+      r["total_seconds"], ph["compute"], r["gemm_flops"] / ph["compute"] / 1e12))
+PY
+done
+
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "# no ncu: kernel shares skipped"; exit 0; }
+"$ncu" --clock-control none --metrics gpu__time_duration.sum \
+	--launch-skip 3000 --launch-count 60 --csv --print-units base \
+	"$xjoin" "${job[@]}" >"$out/ncu.csv" 2>"$out/ncu.err" ||
+	{ echo "# ncu failed:"; tail -5 "$out/ncu.err"; exit 1; }
+python3 - "$out/ncu.csv" <<'PY'
+import csv, collections, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head, rows = rows[0], rows[1:]
+name, val = head.index("Kernel Name"), head.index("Metric Value")
+t = collections.defaultdict(list)
+for r in rows:
+    t[r[name][:60]].append(float(r[val].replace(",", "")))
+total = sum(sum(v) for v in t.values())
+print("# %-60s %6s %10s %6s" % ("kernel", "calls", "mean_us", "share"))
+for k, v in sorted(t.items(), key=lambda kv: -sum(kv[1])):
+    print("  %-60s %6d %10.1f %5.1f%%" % (k, len(v), sum(v) / len(v) / 1e3,
+                                          100 * sum(v) / total))
+PY
