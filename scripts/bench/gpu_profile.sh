@@ -2,6 +2,7 @@
 # gpu_profile.sh: where xjoin's GPU top-k spends its device time.
 #
 #   scripts/bench/gpu_profile.sh [--bundle DIR] [--queries Q] [--rows N]
+#                                [--ncu-queries Q2] [--ncu-rows N2]
 #                                [--work DIR] [--out DIR]
 #
 # On Q x N x 128 synthetic rows (`xjoin gen`; default 100,000 x 1,000,000),
@@ -9,7 +10,9 @@
 #   1. xjoin --device gpu in fp32 and bf16, each with --report-json
 #      (phase seconds, GEMM FLOP): `time` lines with TFLOP/s;
 #   2. ncu (Nsight Compute, --clock-control none: the card's clocks as
-#      found) over 60 launches in the steady state (after the first 3000),
+#      found) on a smaller job of Q2 x N2 rows (default 5,000 x 200,000:
+#      ncu slows every launch, and the 50,000 x 1M job did not end in 150 s
+#      under it) over 60 launches in the steady state (after the first 3000),
 #      gpu__time_duration per kernel: the share of each kernel (cuBLAS's
 #      GEMM, the scan, the rescoring, the merge) in one tile's time.
 # Writes OUT/xjoin-fp32.json, OUT/xjoin-bf16.json, OUT/ncu.csv and prints a
@@ -21,6 +24,8 @@ root=$(cd "$here/../.." && pwd)
 bundle=
 queries=100000
 rows=1000000
+nq=5000
+nr=200000
 work=${TMPDIR:-/tmp}/xjoin-gpu-profile
 out=
 while [ $# -gt 0 ]; do
@@ -28,6 +33,8 @@ while [ $# -gt 0 ]; do
 	--bundle) bundle=$2; shift 2 ;;
 	--queries) queries=$2; shift 2 ;;
 	--rows) rows=$2; shift 2 ;;
+	--ncu-queries) nq=$2; shift 2 ;;
+	--ncu-rows) nr=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -60,6 +67,11 @@ print("time xjoin-%s total_s=%.3f compute_s=%.3f TFLOP/s=%.1f" % (sys.argv[2],
 PY
 done
 
+small=$work/syn-$nq-$nr.h5
+[ -f "$small" ] || "$xjoin" gen --rows "$nr" --queries "$nq" --dim 128 \
+	-o "$small" --quiet || exit 1
+job=(topk -q "$small" -b "$small" -k 10 -m l2 --device gpu -o "$work/out.h5"
+     --force --quiet)
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "# no ncu: kernel shares skipped"; exit 0; }
 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
