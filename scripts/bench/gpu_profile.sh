@@ -12,8 +12,9 @@
 #   2. ncu (Nsight Compute, --clock-control none: the card's clocks as
 #      found) on a smaller job of Q2 x N2 rows (default 5,000 x 200,000:
 #      ncu slows every launch, and the 50,000 x 1M job did not end in 150 s
-#      under it) over 60 launches in the steady state (after the first 3000),
-#      gpu__time_duration per kernel: the share of each kernel (cuBLAS's
+#      under it) over 80 launches in the steady state (after the first
+#      1000 of its about 2,000), gpu__time_duration per kernel: the share
+#      of each kernel (cuBLAS's
 #      GEMM, the scan, the rescoring, the merge) in one tile's time.
 # Writes OUT/xjoin-fp32.json, OUT/xjoin-bf16.json, OUT/ncu.csv and prints a
 # table of mean microseconds per launch and share per kernel name.
@@ -75,7 +76,7 @@ job=(topk -q "$small" -b "$small" -k 10 -m l2 --device gpu -o "$work/out.h5"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "# no ncu: kernel shares skipped"; exit 0; }
 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
-	--launch-skip 3000 --launch-count 60 --csv --print-units base \
+	--launch-skip 1000 --launch-count 80 --csv --print-units base \
 	"$xjoin" "${job[@]}" >"$out/ncu.csv" 2>"$out/ncu.err" ||
 	{ echo "# ncu failed:"; tail -5 "$out/ncu.err"; exit 1; }
 python3 - "$out/ncu.csv" <<'PY'
