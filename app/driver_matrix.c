@@ -26,6 +26,19 @@ static int64_t chunk_cols(int64_t m, int64_t cols)
 	return e && !strcmp(e, "rows") ? 0 : plan_matrix_chunk_cols(m, cols);
 }
 
+/*
+ * A rank's blocks are whole chunks in the blocks' shape, so its writes
+ * need no collective buffering: XJ_MATRIX_IO=independent writes them
+ * with independent MPI-IO transfers instead of collective ones, for the
+ * benchmark's side-by-side comparison (h5out_set_independent).
+ */
+static int matrix_independent(void)
+{
+	const char *e = getenv("XJ_MATRIX_IO");
+
+	return e && !strcmp(e, "independent");
+}
+
 /* ---- the block pipeline of both orders ------------------------------- */
 
 /* One block of the matrix: where it goes, the buffer that holds it, and
@@ -321,6 +334,7 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32, n, n,
 				    tr.t, chunk_cols(n, tr.t), &p.slot, st))
 		goto out;
+	h5out_set_independent(run->out, matrix_independent());
 	report_add(run->rep, PH_WRITE, &p.t0);
 	steps = (tr.nblk + P - 1) / P;
 	for (int64_t s = 0; s < steps; s++) {
@@ -421,6 +435,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 				    run->job->n, run->job->m, qc,
 				    chunk_cols(run->job->m, bc), &p.slot, st))
 		goto out;
+	h5out_set_independent(run->out, matrix_independent());
 	report_add(run->rep, PH_WRITE, &p.t0);
 	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
 		int64_t q0 = v->q0 + qr * qc;

@@ -53,6 +53,7 @@ struct h5out {
 	int64_t rows[H5OUT_SLOTS];
 	int64_t cols[H5OUT_SLOTS];
 	int rank1[H5OUT_SLOTS];  /* a 1-D dataset (h5out_add_vector) */
+	int independent;         /* h5out_write's transfers independent */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
@@ -674,9 +675,10 @@ int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 			  st) &&
 	    !H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), st, XJ_EXIT_INTERNAL,
 		    "%s: transfer list", h->partial))
-		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
-		       XJ_EXIT_INTERNAL, "%s: collective transfer",
-		       h->partial);
+		H5_TRY(H5Pset_dxpl_mpio(dxpl, h->independent ?
+					H5FD_MPIO_INDEPENDENT :
+					H5FD_MPIO_COLLECTIVE), st,
+		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
 	if (h5out_agree(h, st))
 		goto out;
 	mtype = h->type[slot] == H5OUT_I64 ? H5T_NATIVE_INT64 :
@@ -698,6 +700,11 @@ out:
 	if (fspace >= 0)
 		H5Sclose(fspace);
 	return st->code;
+}
+
+void h5out_set_independent(h5out *h, int on)
+{
+	h->independent = on != 0;
 }
 
 int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,

@@ -89,6 +89,13 @@ int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,
 int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 		int64_t col0, int64_t cols, const void *buf, xj_status *st);
 
+/* h5out_write's raw-data transfers from now on: collective (the default:
+ * MPI-IO may gather the ranks' pieces into large writes) or, with on,
+ * independent (each rank's pieces written by its own calls, no
+ * aggregation copy: for writers that own whole chunks). The ranks still
+ * call h5out_write together: it agrees on errors around the write. */
+void h5out_set_independent(h5out *h, int on);
+
 /* Flush everything written so far to disk (MPI_File_sync underneath). */
 int h5out_flush(h5out *h, xj_status *st);
 

@@ -10,6 +10,9 @@
 #             block i + 1 while block i is written
 #   xjoin-seq the same with XJ_MATRIX_OVERLAP=0: each block computed,
 #             then written
+#   xjoin-ind the default order with XJ_MATRIX_IO=independent: each
+#             block's chunks written by independent MPI-IO transfers
+#             instead of a collective one (no aggregation buffer)
 #   xjoin-rows, xjoin-seq-rows  the two with XJ_MATRIX_CHUNKS=rows: HDF5
 #             chunks of whole rows (a block writes a strided piece of
 #             each chunk it crosses) instead of chunks of a block's
@@ -48,7 +51,7 @@ rows=40000
 dim=128
 metric=l2
 reps=2
-tools="dd xjoin xjoin-seq xjoin-rows xjoin-seq-rows cdist"
+tools="dd xjoin xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows cdist"
 
 die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
 
@@ -59,9 +62,9 @@ while [ $# -gt 0 ]; do
 	--dim) dim=$2; shift ;;
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
-	--no-cdist) tools="dd xjoin xjoin-seq xjoin-rows xjoin-seq-rows" ;;
+	--no-cdist) tools="dd xjoin xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows" ;;
 	--device) device=$2; shift
-		[ "$device" = gpu ] && tools="dd xjoin" ;;
+		[ "$device" = gpu ] && tools="dd xjoin xjoin-ind" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -107,12 +110,13 @@ run_dd() {
 		'BEGIN { print (b - a) * t / (n * 16777216) }')"
 }
 
-run_xjoin() {    # tool overlap chunks
+run_xjoin() {    # tool overlap chunks [io]
 	local t0 t1 note
 	t0=$(now)
-	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 mpiexec --bind-to none -np 1 \
+	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 XJ_MATRIX_IO=${4:-collective} \
+		mpiexec --bind-to none -np 1 \
 		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
-		-x XJ_MATRIX_CHUNKS \
+		-x XJ_MATRIX_CHUNKS -x XJ_MATRIX_IO \
 		"$xjoin" matrix -q "$in:test" -b "$in:train" -m "$metric" \
 		-o "$out" --force --quiet --device "$device" \
 		--report-json "$work/mvd-report.json" >/dev/null
@@ -157,6 +161,7 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$reps"); do
 	run_dd
 	run_xjoin xjoin 1 blocks
+	case $tools in *xjoin-ind*) run_xjoin xjoin-ind 1 blocks independent ;; esac
 	case $tools in *xjoin-seq*) run_xjoin xjoin-seq 0 blocks ;; esac
 	case $tools in *xjoin-rows*) run_xjoin xjoin-rows 1 rows ;; esac
 	case $tools in *xjoin-seq-rows*) run_xjoin xjoin-seq-rows 0 rows ;; esac
