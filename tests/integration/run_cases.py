@@ -573,6 +573,16 @@ def case_matrix(ctx, ranks):
                            % (nranks, metric))
             finally:
                 del os.environ["XJ_MATRIX_OVERLAP"]
+            # independent transfers for the blocks (XJ_MATRIX_IO)
+            if metric == "l2":
+                os.environ["XJ_MATRIX_IO"] = "independent"
+                try:
+                    ctx.result(nranks, argv + ["--chunk-rows", 7],
+                               ctx.path("out.h5"), ref, "np%d matrix %s "
+                               "--chunk-rows 7, XJ_MATRIX_IO=independent"
+                               % (nranks, metric))
+                finally:
+                    del os.environ["XJ_MATRIX_IO"]
             rep = ctx.path("report.json")
             if ctx.result(nranks, argv + ["--chunk-rows", 40,
                                           "--report-json", rep],
@@ -2086,6 +2096,17 @@ def _self_matrix(ctx, ranks):
                 if ok:
                     ctx.check(_same_results(plain, out), "self matrix %s "
                               "XJ_MATRIX_OVERLAP=0: differs" % name)
+                os.environ["XJ_MATRIX_IO"] = "independent"
+                try:
+                    ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o", out,
+                                        "--force", "--chunk-rows", 700],
+                                    "np2 self matrix %s XJ_MATRIX_IO="
+                                    "independent" % name)
+                finally:
+                    del os.environ["XJ_MATRIX_IO"]
+                if ok:
+                    ctx.check(_same_results(plain, out), "self matrix %s "
+                              "XJ_MATRIX_IO=independent: differs" % name)
 
 
 def _self_matrix_interrupted(ctx):
