@@ -3,6 +3,7 @@
 #
 #   scripts/bench/gpu_profile.sh [--bundle DIR] [--queries Q] [--rows N]
 #                                [--ncu-queries Q2] [--ncu-rows N2]
+#                                [--no-ncu] [--tag NAME]
 #                                [--work DIR] [--out DIR]
 #
 # On Q x N x 128 synthetic rows (`xjoin gen`; default 100,000 x 1,000,000),
@@ -16,8 +17,10 @@
 #      1000 of its about 2,000), gpu__time_duration per kernel: the share
 #      of each kernel (cuBLAS's
 #      GEMM, the scan, the rescoring, the merge) in one tile's time.
-# Writes OUT/xjoin-fp32.json, OUT/xjoin-bf16.json, OUT/ncu.csv and prints a
-# table of mean microseconds per launch and share per kernel name.
+# Writes OUT/xjoin-fp32NAME.json, OUT/xjoin-bf16NAME.json, OUT/ncuNAME.csv
+# and prints a table of mean microseconds per launch and share per kernel
+# name. --no-ncu stops after step 1; --tag NAME names a variant (e.g. a
+# run under XJ_CUDA_MERGE_SORT=radix) in the file names and `time` lines.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,6 +32,8 @@ nq=5000
 nr=200000
 work=${TMPDIR:-/tmp}/xjoin-gpu-profile
 out=
+ncu_on=1
+tag=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bundle) bundle=$2; shift 2 ;;
@@ -38,6 +43,8 @@ while [ $# -gt 0 ]; do
 	--ncu-rows) nr=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--no-ncu) ncu_on=0; shift ;;
+	--tag) tag=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "gpu_profile.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
@@ -58,9 +65,11 @@ data=$work/syn-$queries-$rows.h5
 job=(topk -q "$data" -b "$data" -k 10 -m l2 --device gpu -o "$work/out.h5"
      --force --quiet)
 for p in fp32 bf16; do
-	"$xjoin" "${job[@]}" --precision $p --report-json "$out/xjoin-$p.json" ||
-		exit 1
-	python3 - "$out/xjoin-$p.json" $p <<'PY'
+	"$xjoin" "${job[@]}" --precision $p \
+		--report-json "$out/xjoin-$p$tag.json" >"$work/xjoin-$p$tag.out" 2>&1 ||
+		{ echo "# xjoin --precision $p failed:"; tail -5 "$work/xjoin-$p$tag.out"
+		  exit 1; }
+	python3 - "$out/xjoin-$p$tag.json" $p$tag <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); ph = r["phase_seconds"]
 print("time xjoin-%s total_s=%.3f compute_s=%.3f TFLOP/s=%.1f" % (sys.argv[2],
@@ -68,6 +77,7 @@ print("time xjoin-%s total_s=%.3f compute_s=%.3f TFLOP/s=%.1f" % (sys.argv[2],
 PY
 done
 
+[ $ncu_on = 1 ] || exit 0
 small=$work/syn-$nq-$nr.h5
 [ -f "$small" ] || "$xjoin" gen --rows "$nr" --queries "$nq" --dim 128 \
 	-o "$small" --quiet || exit 1
@@ -77,9 +87,9 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 [ -n "$ncu" ] || { echo "# no ncu: kernel shares skipped"; exit 0; }
 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
 	--launch-skip 1000 --launch-count 80 --csv --print-units base \
-	"$xjoin" "${job[@]}" >"$out/ncu.csv" 2>"$out/ncu.err" ||
-	{ echo "# ncu failed:"; tail -5 "$out/ncu.err"; exit 1; }
-python3 - "$out/ncu.csv" <<'PY'
+	"$xjoin" "${job[@]}" >"$out/ncu$tag.csv" 2>"$work/ncu$tag.err" ||
+	{ echo "# ncu failed:"; tail -5 "$work/ncu$tag.err"; exit 1; }
+python3 - "$out/ncu$tag.csv" <<'PY'
 import csv, collections, sys
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 head, rows = rows[0], rows[1:]
