@@ -49,6 +49,7 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
 
 import argparse
 import concurrent.futures
+import contextlib
 import gzip
 import json
 import os
@@ -77,6 +78,17 @@ DEFAULT_GLOVE = "/work/shared/data/glove-100d-100k.h5"
 DEFAULT_FASHION = "/usr/share/datasets/fashion-mnist"
 ERROR_TIMEOUT_S = 60
 ERROR_JOBS = 4
+
+
+@contextlib.contextmanager
+def env_var(name, value):
+    """os.environ[name] = value inside the block: the ranks of the runs
+    started there inherit it (the benchmark variants XJ_MATRIX_*)."""
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        del os.environ[name]
 
 
 class Failure(Exception):
@@ -565,24 +577,18 @@ def case_matrix(ctx, ranks):
                       tight_budget(ctx, nranks, argv, MATRIX_MEM_SPARES)]
             # the one-buffer order (each block computed, then written;
             # the default writes each while the next is computed)
-            os.environ["XJ_MATRIX_OVERLAP"] = "0"
-            try:
+            with env_var("XJ_MATRIX_OVERLAP", "0"):
                 ctx.result(nranks, argv + ["--chunk-rows", 3],
                            ctx.path("out.h5"), ref, "np%d matrix %s "
                            "--chunk-rows 3, XJ_MATRIX_OVERLAP=0"
                            % (nranks, metric))
-            finally:
-                del os.environ["XJ_MATRIX_OVERLAP"]
             # independent transfers for the blocks (XJ_MATRIX_IO)
             if metric == "l2":
-                os.environ["XJ_MATRIX_IO"] = "independent"
-                try:
+                with env_var("XJ_MATRIX_IO", "independent"):
                     ctx.result(nranks, argv + ["--chunk-rows", 7],
                                ctx.path("out.h5"), ref, "np%d matrix %s "
                                "--chunk-rows 7, XJ_MATRIX_IO=independent"
                                % (nranks, metric))
-                finally:
-                    del os.environ["XJ_MATRIX_IO"]
             rep = ctx.path("report.json")
             if ctx.result(nranks, argv + ["--chunk-rows", 40,
                                           "--report-json", rep],
@@ -1405,8 +1411,7 @@ def _resume_matrix(ctx):
     # again in the one-buffer order (the default above writes the last
     # block of a query round during the next round's first block)
     os.unlink(out)
-    os.environ["XJ_MATRIX_OVERLAP"] = "0"
-    try:
+    with env_var("XJ_MATRIX_OVERLAP", "0"):
         got = _sigterm_midway(ctx, 2, job + ["--chunk-rows", 8,
                                              "--checkpoint-seconds", 0,
                                              "-o", out], out + ".progress")
@@ -1419,8 +1424,6 @@ def _resume_matrix(ctx):
                       "matrix --resume, XJ_MATRIX_OVERLAP=0"):
             ctx.check(_same_results(ref, out), "resumed matrix differs "
                       "(XJ_MATRIX_OVERLAP=0)")
-    finally:
-        del os.environ["XJ_MATRIX_OVERLAP"]
 
 
 INROUND_BASE = 400000
@@ -2082,31 +2085,20 @@ def _self_matrix(ctx, ranks):
                               what):
                     ctx.check(_same_results(plain, out),
                               "%s: differs from the plain path" % what)
-            # the one-buffer order (XJ_MATRIX_OVERLAP=0) beside the default
+            # the one-buffer order (XJ_MATRIX_OVERLAP=0) and independent
+            # transfers (XJ_MATRIX_IO) beside the default
             if metric == "l2" and 2 in ranks:
                 out = ctx.path("mself.h5")
-                os.environ["XJ_MATRIX_OVERLAP"] = "0"
-                try:
-                    ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o", out,
-                                        "--force", "--chunk-rows", 700],
-                                    "np2 self matrix %s XJ_MATRIX_OVERLAP=0"
-                                    % name)
-                finally:
-                    del os.environ["XJ_MATRIX_OVERLAP"]
-                if ok:
-                    ctx.check(_same_results(plain, out), "self matrix %s "
-                              "XJ_MATRIX_OVERLAP=0: differs" % name)
-                os.environ["XJ_MATRIX_IO"] = "independent"
-                try:
-                    ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o", out,
-                                        "--force", "--chunk-rows", 700],
-                                    "np2 self matrix %s XJ_MATRIX_IO="
-                                    "independent" % name)
-                finally:
-                    del os.environ["XJ_MATRIX_IO"]
-                if ok:
-                    ctx.check(_same_results(plain, out), "self matrix %s "
-                              "XJ_MATRIX_IO=independent: differs" % name)
+                for var, value in (("XJ_MATRIX_OVERLAP", "0"),
+                                   ("XJ_MATRIX_IO", "independent")):
+                    what = "np2 self matrix %s %s=%s" % (name, var, value)
+                    with env_var(var, value):
+                        ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o",
+                                            out, "--force", "--chunk-rows",
+                                            700], what)
+                    if ok:
+                        ctx.check(_same_results(plain, out),
+                                  "%s: differs" % what)
 
 
 def _self_matrix_interrupted(ctx):
