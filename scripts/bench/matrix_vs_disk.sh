@@ -159,13 +159,17 @@ echo "# folder: $work ($(df -h --output=source,fstype "$work" | tail -1 |
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for _ in $(seq "$reps"); do
-	run_dd
-	run_xjoin xjoin 1 blocks
-	case $tools in *xjoin-ind*) run_xjoin xjoin-ind 1 blocks independent ;; esac
-	case $tools in *xjoin-seq*) run_xjoin xjoin-seq 0 blocks ;; esac
-	case $tools in *xjoin-rows*) run_xjoin xjoin-rows 1 rows ;; esac
-	case $tools in *xjoin-seq-rows*) run_xjoin xjoin-seq-rows 0 rows ;; esac
-	case $tools in *cdist*) run_cdist ;; esac
+	for tool in $tools; do
+		case $tool in
+		dd) run_dd ;;
+		xjoin) run_xjoin xjoin 1 blocks ;;
+		xjoin-ind) run_xjoin xjoin-ind 1 blocks independent ;;
+		xjoin-seq) run_xjoin xjoin-seq 0 blocks ;;
+		xjoin-rows) run_xjoin xjoin-rows 1 rows ;;
+		xjoin-seq-rows) run_xjoin xjoin-seq-rows 0 rows ;;
+		cdist) run_cdist ;;
+		esac
+	done
 done
 rm -f "$work/mvd-report.json"
 
