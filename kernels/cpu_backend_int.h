@@ -228,6 +228,16 @@ void cpu_range_free(cpu_backend *c);
 void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		  int64_t j0, int64_t nb, const xj_rows *b);
 void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
+/* Scan a self-join's pair tile g (na x nb: the scaled dot products of
+ * chunk rows [ja, ja + na) with rows [jb, jb + nb), a different TB
+ * sub-tile each) for both sides in one pass: row r is query ja + r + off
+ * against base rows jb.. with values g[r][k] + cb[k], column k query
+ * jb + k + off against base rows ja.. with values g[r][k] + ca[r] (ca,
+ * cb NULL: no constant). Returns 0, scanning nothing, when one of those
+ * queries has no gate yet (cpu_scan_row seeds it). */
+int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
+		  int64_t na, int64_t jb, int64_t nb, int64_t off,
+		  const float *ca, const float *cb, const xj_rows *b);
 int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st);
 void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,

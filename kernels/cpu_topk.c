@@ -735,6 +735,108 @@ void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 }
 
 /*
+ * First block start j >= from of a pair tile's row holding an element
+ * that passes either side: g[j] + cb[j] <= t (the row's query) or g[j] +
+ * ca <= tc[j] (column j's query). As scan_block.
+ */
+XJ_CLONES
+static int64_t pair_block(const float *g, const float *cb, float ca, float t,
+			  const float *tc, int64_t from, int64_t n)
+{
+	int64_t j = from;
+
+	for (; j + SCAN_W <= n; j += SCAN_W) {
+		int any = 0;
+
+		for (int w = 0; w < SCAN_W; w++)
+			any |= (g[j + w] + cb[j + w] <= t) |
+			       (g[j + w] + ca <= tc[j + w]);
+		if (any)
+			return j;
+	}
+	return j;
+}
+
+/* Bit w set when element w of a pair tile's block passes either side. */
+XJ_CLONES
+static uint32_t pair_hits(const float *g, const float *cb, float ca, float t,
+			  const float *tc)
+{
+	uint32_t hits = 0;
+
+	for (int w = 0; w < SCAN_W; w++)
+		hits |= (uint32_t)((g[w] + cb[w] <= t) | (g[w] + ca <= tc[w]))
+			<< w;
+	return hits;
+}
+
+/* Scan state of the nb columns of a pair tile: each column's query
+ * threshold, error bound and offset. */
+typedef struct pair_cols {
+	float thr[TB];
+	double err[TB], off[TB];
+} pair_cols;
+
+int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
+		  int64_t na, int64_t jb, int64_t nb, int64_t off,
+		  const float *ca, const float *cb, const xj_rows *b)
+{
+	static const float zero[TB];
+	pair_cols pc;
+
+	for (int64_t r = 0; r < na; r++)
+		if (c->gate[ja + r + off] == INFINITY)
+			return 0;
+	for (int64_t k = 0; k < nb; k++) {
+		int64_t q = jb + k + off;
+
+		if (c->gate[q] == INFINITY)
+			return 0;
+		pc.err[k] = row_err(c, q, ja / TB);
+		pc.off[k] = row_offset(c, q);
+		pc.thr[k] = row_threshold(c, q, pc.err[k]);
+	}
+	if (!cb)
+		cb = zero;
+	for (int64_t r = 0; r < na; r++) {
+		int64_t i = ja + r + off;
+		const float *gr = g + r * nb;
+		float cr = ca ? ca[r] : 0.0f;
+		double err = row_err(c, i, jb / TB), roff = row_offset(c, i);
+		float thr = row_threshold(c, i, err);
+
+		for (int64_t j = 0; j < nb; j += SCAN_W) {
+			uint32_t hits;
+
+			j = pair_block(gr, cb, cr, thr, pc.thr, j, nb);
+			if (j + SCAN_W <= nb)
+				hits = pair_hits(gr + j, cb + j, cr, thr,
+						 pc.thr + j);
+			else    /* the tail: every element */
+				hits = j < nb ? (uint32_t)((1ull << (nb - j)) - 1)
+					      : 0;
+			/* a moved gate only lowers a threshold: set bits are
+			 * tested again, clear ones never */
+			for (; hits; hits &= hits - 1) {
+				int64_t w = j + __builtin_ctz(hits);
+				int64_t q = jb + w + off;
+				float vr = gr[w] + cb[w], vc = gr[w] + cr;
+
+				if (vr <= thr && query_push(c, t, i, jb + w, vr,
+							    roff, err, b))
+					thr = row_threshold(c, i, err);
+				if (vc <= pc.thr[w] &&
+				    query_push(c, t, q, ja + r, vc, pc.off[w],
+					       pc.err[w], b))
+					pc.thr[w] = row_threshold(c, q,
+								  pc.err[w]);
+			}
+		}
+	}
+	return 1;
+}
+
+/*
  * The tile G = alpha Q_tile B_sub^T + beta C. For l2 and cosine C holds
  * the constant part of the approx-space value in every row (|b_j|^2, or
  * 1), added by sgemm with beta = 1: this costs what sgemm's own zeroing

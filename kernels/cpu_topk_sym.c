@@ -20,11 +20,16 @@
  * norms; cosine: -1 and 1 on the normalised rows; ip: -1 and none). Each
  * tile value is the float dot product, scaled exactly, plus one float
  * addition: the computation metric_err_bound() bounds, whichever side
- * is the query. Both tiles are scanned by cpu_scan_row exactly as the
- * plain path scans its tiles (gate, pending pairs, deferred rescoring):
- * a pair only enters a list through the canonical rescoring of its own
- * query row against its own base row, so the lists are the exact
- * canonical top-k, the same bits as the plain path's. Diagonal blocks
+ * is the query. Both tiles are scanned as the plain path scans its tiles
+ * (gate, pending pairs, deferred rescoring): a pair only enters a list
+ * through the canonical rescoring of its own query row against its own
+ * base row, so the lists are the exact canonical top-k, the same bits as
+ * the plain path's, in whatever order the pairs were pushed. The scan
+ * reads D once for both sides (cpu_scan_pair: each element plus C_b[c]
+ * against its row's threshold and plus C_a[r] against its column's);
+ * while a query of the pair has no gate yet, the tiles are built whole
+ * (the column tile by a transpose) and scanned by cpu_scan_row, which
+ * seeds it. Diagonal blocks
  * (a = a) are one plain tile each. Rows of Q outside the shared rows,
  * and the shared rows against B's other rows, run the plain tiles.
  *
@@ -51,9 +56,11 @@
  *
  * Costs: the GEMM of the shared rows drops from len^2 d to about
  * len^2 d / 2 FLOPs (+ TB len d for the diagonal); the scans stay
- * len^2 compares, plus a transpose of each off-diagonal tile (4 bytes
- * read and written per pair, in L2). The transposed tile is a second
- * TB x TB float buffer per thread (1 MiB).
+ * len^2 compares, in one pass over each off-diagonal tile. (Building the
+ * column tile by a transpose, and the row tile by adding C_b in place,
+ * then scanning each, cost 11% of a self-join more: docs/performance.md.)
+ * The transposed tile of the seeding tiles is a second TB x TB float
+ * buffer per thread (1 MiB).
  */
 #include "cpu_backend_int.h"
 
@@ -189,9 +196,8 @@ static void rows_prune(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1)
 }
 
 /*
- * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one sgemm, the row
- * tile in t->g, the column tile in t->gt, both scanned. off turns a chunk
- * row into its query row.
+ * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one sgemm into
+ * t->g, both sides scanned. off turns a chunk row into its query row.
  */
 static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 		     int64_t sb, int64_t nb, int64_t off, const xj_rows *b)
@@ -213,13 +219,19 @@ static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 		    (int)d, alpha, x + sa * d, (int)d, x + sb * d, (int)d, 0.0f,
 		    t->g, (int)nb);
 	t->flops += 2.0 * (double)na * (double)nb * (double)d;
-	cpu_tile_transpose(t->g, na, nb, cst ? cst + ca : NULL, t->gt);
-	for (int64_t r = 0; cst && r < na; r++)
-		tile_add_row(t->g + r * nb, cst + cb, nb);
-	for (int64_t r = 0; r < na; r++)
-		cpu_scan_row(c, t, sa + r + off, t->g + r * nb, sb, nb, b);
-	for (int64_t j = 0; j < nb; j++)
-		cpu_scan_row(c, t, sb + j + off, t->gt + j * na, sa, na, b);
+	if (!cpu_scan_pair(c, t, t->g, sa, na, sb, nb, off,
+			   cst ? cst + ca : NULL, cst ? cst + cb : NULL, b)) {
+		/* a query without a gate: whole tiles, which seed it */
+		cpu_tile_transpose(t->g, na, nb, cst ? cst + ca : NULL, t->gt);
+		for (int64_t r = 0; cst && r < na; r++)
+			tile_add_row(t->g + r * nb, cst + cb, nb);
+		for (int64_t r = 0; r < na; r++)
+			cpu_scan_row(c, t, sa + r + off, t->g + r * nb, sb, nb,
+				     b);
+		for (int64_t j = 0; j < nb; j++)
+			cpu_scan_row(c, t, sb + j + off, t->gt + j * na, sa, na,
+				     b);
+	}
 	rows_prune(c, t, sa + off, sa + na + off);
 	rows_prune(c, t, sb + off, sb + nb + off);
 }
