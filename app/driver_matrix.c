@@ -27,16 +27,24 @@ static int64_t chunk_cols(int64_t m, int64_t cols)
 }
 
 /*
- * A rank's blocks are whole chunks in the blocks' shape, so its writes
- * need no collective buffering: XJ_MATRIX_IO=independent writes them
- * with independent MPI-IO transfers instead of collective ones, for the
- * benchmark's side-by-side comparison (h5out_set_independent).
+ * How the blocks reach the file. A rank's blocks are whole chunks in the
+ * blocks' shape, so by default each chunk goes from the block buffer to
+ * its place in the file with O_DIRECT (h5out_set_direct): no page cache
+ * copy, no MPI-IO aggregation; where the file system refuses O_DIRECT
+ * (tmpfs), collective HDF5 transfers. XJ_MATRIX_IO=collective or
+ * independent keeps HDF5's transfers of either kind, for the benchmark's
+ * side-by-side comparison (docs/performance.md).
  */
-static int matrix_independent(void)
+static int matrix_io(h5out *out, xj_status *st)
 {
 	const char *e = getenv("XJ_MATRIX_IO");
 
-	return e && !strcmp(e, "independent");
+	xj_ok(st);
+	if (e && !strcmp(e, "independent"))
+		h5out_set_independent(out, 1);
+	else if (!e || strcmp(e, "collective"))
+		h5out_set_direct(out, st);
+	return st->code;
 }
 
 /* ---- the block pipeline of both orders ------------------------------- */
@@ -271,6 +279,7 @@ static int tri_put(mpipe *p, const mblock *k, xj_status *st)
 	if (h5out_write(run->out, p->slot, k->q0, ni, k->b0, nj, k->out, st))
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	if (k->b0 != k->q0)
 		transpose(k->out, ni, nj, p->tb);
 	else
@@ -278,6 +287,7 @@ static int tri_put(mpipe *p, const mblock *k, xj_status *st)
 	if (h5out_write(run->out, p->slot, k->b0, nj, k->q0, ni, p->tb, st))
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
+	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	for (int64_t r = 0; r < tr->nb; r++)
 		if (tr->rowlast[r] >= s * P && tr->rowlast[r] < (s + 1) * P &&
 		    driver_rows_final(run, r * tr->t,
@@ -334,7 +344,8 @@ static int driver_matrix_tri(xj_run *run, xj_status *st)
 	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32, n, n,
 				    tr.t, chunk_cols(n, tr.t), &p.slot, st))
 		goto out;
-	h5out_set_independent(run->out, matrix_independent());
+	if (matrix_io(run->out, st))
+		goto out;
 	report_add(run->rep, PH_WRITE, &p.t0);
 	steps = (tr.nblk + P - 1) / P;
 	for (int64_t s = 0; s < steps; s++) {
@@ -398,6 +409,7 @@ static int matrix_put(mpipe *p, const mblock *k, xj_status *st)
 			k->b0, k->brows, k->out, st))
 		return st->code;
 	run->rep->write_bytes += k->qrows * k->brows * (int64_t)sizeof(float);
+	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	if (k->last && driver_round_done(run, k->round, st))
 		return st->code;
 	return pipe_put_done(p, k->last, st);
@@ -435,7 +447,8 @@ int driver_matrix(xj_run *run, xj_status *st)
 				    run->job->n, run->job->m, qc,
 				    chunk_cols(run->job->m, bc), &p.slot, st))
 		goto out;
-	h5out_set_independent(run->out, matrix_independent());
+	if (matrix_io(run->out, st))
+		goto out;
 	report_add(run->rep, PH_WRITE, &p.t0);
 	for (int64_t qr = 0; qr < run->pl.qrounds; qr++) {
 		int64_t q0 = v->q0 + qr * qc;

@@ -126,6 +126,7 @@ typedef struct final_sums {
 	double total;           /* its total */
 	double flops;           /* over all ranks */
 	double written;         /* bytes of results, over all ranks */
+	double direct;          /* of those, written with O_DIRECT */
 	double rescored;        /* candidates rescored, over all ranks */
 } final_sums;
 
@@ -173,6 +174,7 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	fprintf(f, "  \"gflops_compute\": %.3f,\n",
 		rate(fs->flops, fs->ph[PH_COMPUTE]) * 1e-9);
 	fprintf(f, "  \"bytes_written\": %.0f,\n", fs->written);
+	fprintf(f, "  \"bytes_written_direct\": %.0f,\n", fs->direct);
 	fprintf(f, "  \"gbps_written_total\": %.6g,\n",
 		rate(fs->written, fs->total) * 1e-9);
 	fprintf(f, "  \"gbps_written_write\": %.6g\n}\n",
@@ -187,7 +189,9 @@ static void gather_final(const xj_report *r, const xj_comm *c,
 			 final_sums *f)
 {
 	struct { double s; int rank; } mine = { r->total_s, c->rank }, slow;
-	double w = (double)r->write_bytes, sum = 0;
+	double w[2] = { (double)r->write_bytes,
+			(double)r->write_direct_bytes }, sum = 0;
+	double ws[2] = { 0, 0 };
 
 	memcpy(f->ph, r->phase_s, sizeof(f->ph));
 	MPI_CHECK(MPI_Allreduce(&mine, &slow, 1, MPI_DOUBLE_INT, MPI_MAXLOC,
@@ -196,8 +200,9 @@ static void gather_final(const xj_report *r, const xj_comm *c,
 			    c->world));
 	MPI_CHECK(MPI_Reduce(&r->gemm_flops, &f->flops, 1, MPI_DOUBLE,
 			     MPI_SUM, 0, c->world));
-	MPI_CHECK(MPI_Reduce(&w, &f->written, 1, MPI_DOUBLE, MPI_SUM, 0,
-			     c->world));
+	MPI_CHECK(MPI_Reduce(w, ws, 2, MPI_DOUBLE, MPI_SUM, 0, c->world));
+	f->written = ws[0];
+	f->direct = ws[1];
 	MPI_CHECK(MPI_Reduce(&r->rescored_pairs, &f->rescored, 1, MPI_DOUBLE,
 			     MPI_SUM, 0, c->world));
 	f->total = slow.s;
@@ -236,9 +241,10 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	       rate(f.flops, f.ph[PH_COMPUTE]) * 1e-9);
 	if (job->command == XJ_CMD_MATRIX)
 		printf("# written %.3g bytes: %.3f GB/s end to end, %.3f GB/s "
-		       "in the write phase\n", f.written,
+		       "in the write phase; %.0f%% with O_DIRECT\n", f.written,
 		       rate(f.written, f.total) * 1e-9,
-		       rate(f.written, f.ph[PH_WRITE]) * 1e-9);
+		       rate(f.written, f.ph[PH_WRITE]) * 1e-9,
+		       f.written > 0 ? 100 * f.direct / f.written : 0.0);
 	/* the price of a lower precision's wider bound (CPU backend) */
 	if (job->command == XJ_CMD_TOPK && f.rescored > 0)
 		printf("# candidates rescored: %.1f per query (%s GEMM, k = %"

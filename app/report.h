@@ -33,6 +33,7 @@ typedef struct xj_report {
 	double rescored_pairs;       /* this rank's candidates rescored */
 	int64_t write_bytes;         /* bytes of results this rank wrote
 					* (the matrix) */
+	int64_t write_direct_bytes;  /* of those, written with O_DIRECT */
 	double t_mark;               /* when report_add last charged */
 	int64_t merge_sent_bytes;    /* this rank's k-lists sent to and */
 	int64_t merge_recv_bytes;    /* received from its grid row */

@@ -16,12 +16,13 @@
  *
  * The status passed in is reset on entry.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE     /* O_DIRECT */
 
 #include "h5out.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,10 @@
 
 #define H5OUT_SLOTS 8
 #define H5OUT_CHUNK_BYTES ((int64_t)4 << 20)
+/* file offsets, lengths and buffers of O_DIRECT transfers (h5out_set_direct)
+ * are multiples of this; so are the file addresses of objects of at least
+ * this size (H5Pset_alignment) */
+#define H5OUT_ALIGN 4096
 /* attributes live in the root object header, which holds 64 KiB */
 #define H5OUT_ATTR_MAX_BYTES 32768
 
@@ -54,6 +59,10 @@ struct h5out {
 	int64_t cols[H5OUT_SLOTS];
 	int rank1[H5OUT_SLOTS];  /* a 1-D dataset (h5out_add_vector) */
 	int independent;         /* h5out_write's transfers independent */
+	hsize_t chunk[H5OUT_SLOTS][2];  /* chunk shape; 0 x 0: contiguous */
+	int dfd;                 /* h5out_set_direct's descriptor, or -1 */
+	void *stage;             /* one aligned chunk for the direct writes */
+	int64_t direct_bytes;    /* the slabs' bytes written so */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
@@ -143,7 +152,9 @@ static int h5out_open_file(h5out *h, xj_status *st)
 		   "%s: file access list", h->partial))
 		return st->code;
 	if (H5_TRY(H5Pset_fapl_mpio(fapl, h->comm, MPI_INFO_NULL), st,
-		   XJ_EXIT_INTERNAL, "%s: MPI-IO driver", h->partial))
+		   XJ_EXIT_INTERNAL, "%s: MPI-IO driver", h->partial) ||
+	    H5_TRY(H5Pset_alignment(fapl, H5OUT_ALIGN, H5OUT_ALIGN), st,
+		   XJ_EXIT_INTERNAL, "%s: alignment", h->partial))
 		goto out;
 	if (h->reopened)
 		H5_TRY(h->file = H5Fopen(h->partial, H5F_ACC_RDWR, fapl), st,
@@ -271,6 +282,7 @@ static int h5out_open(MPI_Comm comm, const char *path, int force,
 		return st->code;
 	}
 	h->file = H5I_INVALID_HID;
+	h->dfd = -1;
 	for (i = 0; i < H5OUT_SLOTS; i++)
 		h->dset[i] = H5I_INVALID_HID;
 	h->rank = rank;
@@ -408,6 +420,11 @@ static int h5out_make_dataset(h5out *h, const char *name, h5out_type type,
 	h->type[h->ndset] = type;
 	h->rows[h->ndset] = rows;
 	h->cols[h->ndset] = cols;
+	h->chunk[h->ndset][0] = h->chunk[h->ndset][1] = 0;
+	if (chunk_rows > 0 && rows > 0 && cols > 0) {
+		h->chunk[h->ndset][0] = chunk[0];
+		h->chunk[h->ndset][1] = chunk[1];
+	}
 	strcpy(h->name[h->ndset], name);
 out:
 	if (lcpl >= 0)
@@ -417,6 +434,20 @@ out:
 	if (space >= 0)
 		H5Sclose(space);
 	return st->code;
+}
+
+/* The chunk shape of an existing 2-D dataset; 0 x 0 when contiguous. */
+static void h5out_chunk_of(hid_t dset, int ndim, hsize_t chunk[2])
+{
+	hid_t dcpl = H5Dget_create_plist(dset);
+
+	chunk[0] = chunk[1] = 0;
+	if (dcpl < 0)
+		return;
+	if (ndim != 2 || H5Pget_layout(dcpl) != H5D_CHUNKED ||
+	    H5Pget_chunk(dcpl, 2, chunk) != 2)
+		chunk[0] = chunk[1] = 0;
+	H5Pclose(dcpl);
 }
 
 /* The interrupted run's dataset: same type class and shape, or refused.
@@ -462,6 +493,7 @@ out:
 			H5Dclose(dset);
 		return st->code;
 	}
+	h5out_chunk_of(dset, ndim, h->chunk[h->ndset]);
 	h->dset[h->ndset] = dset;
 	h->type[h->ndset] = type;
 	h->rows[h->ndset] = (int64_t)dims[0];
@@ -662,6 +694,205 @@ static void h5out_room_hint(const h5out *h, int64_t bytes, xj_status *st)
 		 avail / (1 << 20));
 }
 
+/* ---- direct chunk writes (h5out_set_direct) --------------------------- */
+
+int h5out_set_direct(h5out *h, xj_status *st)
+{
+	int ok, all = 0;
+
+	xj_ok(st);
+	if (h->dfd < 0)
+		h->dfd = open(h->partial, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (h->dfd >= 0 && !h->stage)
+		h->stage = aligned_alloc(H5OUT_ALIGN, H5OUT_CHUNK_BYTES);
+	ok = h->dfd >= 0 && h->stage;
+	if (MPI_TRY(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, h->comm),
+		    st, XJ_EXIT_INTERNAL, "%s: agreeing on direct writes",
+		    h->partial))
+		all = 0;
+	if (!all && h->dfd >= 0) {
+		close(h->dfd);
+		h->dfd = -1;
+	}
+	return all;
+}
+
+int64_t h5out_direct_bytes(const h5out *h)
+{
+	return h->direct_bytes;
+}
+
+/* pwrite all of n bytes at off, through EINTR and short writes. */
+static int pwrite_all(int fd, const char *p, size_t n, off_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == 0)
+			errno = EIO;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+/* Add rows [r0, r0 + nr) x cols [c0, c0 + nc) of the dataset to the file
+ * selection fs, and the same elements of the slab at row0, col0 to the
+ * memory selection ms (first: in place of the empty selection). Both are
+ * unions of the same rectangles, translated, so HDF5 walks them in the
+ * same row-major order. */
+static int h5out_select_part(const h5out *h, hid_t fs, hid_t ms, int first,
+			     int64_t row0, int64_t col0, int64_t r0,
+			     int64_t nr, int64_t c0, int64_t nc,
+			     xj_status *st)
+{
+	hsize_t fstart[2] = { (hsize_t)r0, (hsize_t)c0 };
+	hsize_t mstart[2] = { (hsize_t)(r0 - row0), (hsize_t)(c0 - col0) };
+	hsize_t count[2] = { (hsize_t)nr, (hsize_t)nc };
+	H5S_seloper_t op = first ? H5S_SELECT_SET : H5S_SELECT_OR;
+
+	if (H5_TRY(H5Sselect_hyperslab(fs, op, fstart, NULL, count, NULL), st,
+		   XJ_EXIT_INTERNAL, "%s: select slab", h->partial))
+		return st->code;
+	H5_TRY(H5Sselect_hyperslab(ms, op, mstart, NULL, count, NULL), st,
+	       XJ_EXIT_INTERNAL, "%s: select slab", h->partial);
+	return st->code;
+}
+
+/* The file address of chunk (r, c) of slot when one pwrite of bytes
+ * there may replace it: allocated, aligned, stored unfiltered at that
+ * size. Returns 0 when not. */
+static int h5out_chunk_addr(const h5out *h, int slot, int64_t r, int64_t c,
+			    int64_t bytes, haddr_t *addr)
+{
+	hsize_t at[2] = { (hsize_t)r, (hsize_t)c }, size = 0;
+	unsigned mask = 0;
+
+	*addr = HADDR_UNDEF;
+	return bytes % H5OUT_ALIGN == 0 && bytes <= H5OUT_CHUNK_BYTES &&
+	       H5Dget_chunk_info_by_coord(h->dset[slot], at, &mask, addr,
+					  &size) >= 0 &&
+	       *addr != HADDR_UNDEF && *addr % H5OUT_ALIGN == 0 &&
+	       mask == 0 && size == (hsize_t)bytes;
+}
+
+/* Chunk rows [r, r1) x cols [c, c1) of slot, which the slab at row0, col0
+ * (cols wide, b) covers whole, with one pwrite at addr: from the slab
+ * when its rows are the chunk's rows, else from the staging buffer (a
+ * chunk at the dataset's edge, padded with zeros). */
+static int h5out_put_chunk(h5out *h, int slot, int64_t row0, int64_t col0,
+			   int64_t cols, const char *b, int64_t r, int64_t r1,
+			   int64_t c, int64_t c1, haddr_t addr, xj_status *st)
+{
+	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
+	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4, bytes = cr * cc * es;
+	const char *src = b + ((r - row0) * cols + (c - col0)) * es;
+	int full = r1 - r == cr && c1 - c == cc;
+
+	if (!full || cols != cc || (uintptr_t)src % H5OUT_ALIGN) {
+		char *d = h->stage;
+
+		if (!full)
+			memset(d, 0, (size_t)bytes);
+		for (int64_t i = r; i < r1; i++)
+			memcpy(d + (i - r) * cc * es,
+			       b + ((i - row0) * cols + (c - col0)) * es,
+			       (size_t)((c1 - c) * es));
+		src = d;
+	}
+	h->direct_bytes += (r1 - r) * (c1 - c) * es;
+	if (pwrite_all(h->dfd, src, (size_t)bytes, (off_t)addr)) {
+		xj_fail(st, XJ_EXIT_RESOURCE, "%s:%s: writing the chunk at "
+			"rows %lld, cols %lld: %s", h->partial, h->name[slot],
+			(long long)r, (long long)c, strerror(errno));
+		h5out_room_hint(h, bytes, st);
+	}
+	return st->code;
+}
+
+/*
+ * The slab through the O_DIRECT descriptor where it covers whole chunks,
+ * the rest in one collective HDF5 transfer: the pieces of chunks the
+ * slab covers in part (where a rank's rows or columns end inside one),
+ * and whole chunks a pwrite may not replace, gathered into one selection
+ * (every rank joins the transfer, with an empty selection when it has no
+ * piece). Collective.
+ */
+static int h5out_write_direct(h5out *h, int slot, int64_t row0,
+			      int64_t rows, int64_t col0, int64_t cols,
+			      const void *buf, xj_status *st)
+{
+	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
+	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4;
+	hsize_t mdims[2] = { (hsize_t)(rows > 0 ? rows : 1),
+			     (hsize_t)(cols > 0 ? cols : 1) };
+	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
+	hid_t dxpl = H5I_INVALID_HID;
+	hid_t mtype = h->type[slot] == H5OUT_I64 ? H5T_NATIVE_INT64 :
+						   H5T_NATIVE_FLOAT;
+	static const int64_t dummy;
+	int64_t nparts = 0;
+
+	if (!H5_TRY(fs = H5Dget_space(h->dset[slot]), st, XJ_EXIT_INTERNAL,
+		    "%s: dataspace", h->partial) &&
+	    !H5_TRY(ms = H5Screate_simple(2, mdims, NULL), st,
+		    XJ_EXIT_INTERNAL, "%s: memory dataspace", h->partial) &&
+	    !H5_TRY(H5Sselect_none(fs), st, XJ_EXIT_INTERNAL,
+		    "%s: select none", h->partial) &&
+	    !H5_TRY(H5Sselect_none(ms), st, XJ_EXIT_INTERNAL,
+		    "%s: select none", h->partial) &&
+	    !H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), st, XJ_EXIT_INTERNAL,
+		    "%s: transfer list", h->partial))
+		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
+		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
+	for (int64_t r = row0 - row0 % cr;
+	     rows && cols && !st->code && r < row0 + rows; r += cr)
+		for (int64_t c = col0 - col0 % cc;
+		     !st->code && c < col0 + cols; c += cc) {
+			/* the chunk within the dataset; the slab's part */
+			int64_t r1 = r + cr < h->rows[slot] ? r + cr :
+							      h->rows[slot];
+			int64_t c1 = c + cc < h->cols[slot] ? c + cc :
+							      h->cols[slot];
+			int64_t pr0 = r > row0 ? r : row0;
+			int64_t pc0 = c > col0 ? c : col0;
+			int64_t pr1 = r1 < row0 + rows ? r1 : row0 + rows;
+			int64_t pc1 = c1 < col0 + cols ? c1 : col0 + cols;
+			haddr_t addr;
+
+			if (pr0 == r && pc0 == c && pr1 == r1 && pc1 == c1 &&
+			    h5out_chunk_addr(h, slot, r, c, cr * cc * es,
+					     &addr))
+				h5out_put_chunk(h, slot, row0, col0, cols, buf,
+						r, r1, c, c1, addr, st);
+			else
+				h5out_select_part(h, fs, ms, !nparts++, row0,
+						  col0, pr0, pr1 - pr0, pc0,
+						  pc1 - pc0, st);
+		}
+	if (!h5out_agree(h, st) &&
+	    H5_TRY(H5Dwrite(h->dset[slot], mtype, ms, fs, dxpl,
+			    nparts ? buf : (const void *)&dummy), st,
+		   XJ_EXIT_RESOURCE, "%s:%s: writing rows [%lld, %lld) cols "
+		   "[%lld, %lld)", h->partial, h->name[slot], (long long)row0,
+		   (long long)(row0 + rows), (long long)col0,
+		   (long long)(col0 + cols)))
+		h5out_room_hint(h, rows * cols * es, st);
+	h5out_agree(h, st);
+	if (dxpl >= 0)
+		H5Pclose(dxpl);
+	if (ms >= 0)
+		H5Sclose(ms);
+	if (fs >= 0)
+		H5Sclose(fs);
+	return st->code;
+}
+
 int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 		int64_t col0, int64_t cols, const void *buf, xj_status *st)
 {
@@ -670,6 +901,14 @@ int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 	static const int64_t dummy;
 
 	xj_ok(st);
+	if (h->dfd >= 0 && slot >= 0 && slot < h->ndset &&
+	    h->chunk[slot][0]) {
+		h5out_check_slab(h, slot, row0, rows, col0, cols, buf, st);
+		if (!h5out_agree(h, st))
+			h5out_write_direct(h, slot, row0, rows, col0, cols,
+					   buf, st);
+		return st->code;
+	}
 	if (!h5out_check_slab(h, slot, row0, rows, col0, cols, buf, st) &&
 	    !h5out_select(h, slot, row0, rows, col0, cols, &fspace, &mspace,
 			  st) &&
@@ -739,8 +978,11 @@ int h5out_read_i64(h5out *h, int slot, int64_t i, int64_t *v,
 int h5out_flush(h5out *h, xj_status *st)
 {
 	xj_ok(st);
-	if (H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
-		   "%s: flushing", h->partial))
+	if (h->dfd >= 0 && fdatasync(h->dfd) != 0)
+		xj_fail(st, XJ_EXIT_RESOURCE, "%s: flushing: %s", h->partial,
+			strerror(errno));
+	else if (H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st,
+			XJ_EXIT_RESOURCE, "%s: flushing", h->partial))
 		h5out_room_hint(h, 0, st);
 	return h5out_agree(h, st);
 }
@@ -818,6 +1060,15 @@ static int h5out_close_all(h5out *h, int flush, xj_status *st)
 {
 	int i;
 
+	if (h->dfd >= 0) {
+		if (flush && !st->code && fdatasync(h->dfd) != 0)
+			xj_fail(st, XJ_EXIT_RESOURCE, "%s: flushing: %s",
+				h->partial, strerror(errno));
+		close(h->dfd);
+		h->dfd = -1;
+	}
+	free(h->stage);
+	h->stage = NULL;
 	for (i = 0; i < h->ndset; i++) {
 		if (h->dset[i] < 0)
 			continue;

@@ -355,8 +355,11 @@ float *cpu_block_alloc(xj_backend *be, int64_t n, xj_status *st)
 	float *p = NULL;
 
 	(void)be;
+	/* page-aligned: the output writes its chunks from here with
+	 * O_DIRECT (h5out_set_direct) */
 	if (cpu_size_ok(n, (int64_t)sizeof(float)))
-		p = malloc(n > 0 ? (size_t)n * sizeof(float) : 1);
+		p = aligned_alloc(4096, ((size_t)(n > 0 ? n : 1) *
+					 sizeof(float) + 4095) / 4096 * 4096);
 	if (!p)
 		cpu_oom(st, "a matrix block",
 			cpu_size_ok(n, 4) ? n * 4 : INT64_MAX);

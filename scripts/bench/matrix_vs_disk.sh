@@ -4,10 +4,17 @@
 #
 # Runs, interleaved, REPS times each (best kept), all writing to one folder:
 #   dd        dd if=/dev/zero bs=16M conv=fdatasync of the matrix's byte
-#             count: the file system's sequential write rate, the bound
+#             count: the file system's sequential write rate through the
+#             page cache
+#   dd-direct the same with oflag=direct: the rate without the page
+#             cache's copy (on the project's VM 3x dd's, at a tenth of its
+#             CPU time)
 #   xjoin     xjoin matrix (one rank, THREADS threads), its default
 #             order (XJ_MATRIX_OVERLAP=1): a worker thread computes
-#             block i + 1 while block i is written
+#             block i + 1 while block i is written, each whole chunk
+#             with O_DIRECT (h5out_set_direct)
+#   xjoin-coll the default order with XJ_MATRIX_IO=collective: each
+#             block by a collective HDF5 transfer through the page cache
 #   xjoin-seq the same with XJ_MATRIX_OVERLAP=0: each block computed,
 #             then written
 #   xjoin-ind the default order with XJ_MATRIX_IO=independent: each
@@ -22,7 +29,7 @@
 # Every run ends with its data on disk (fdatasync, MPI_File_sync, fsync).
 # Prints a '#'-commented table: wall seconds (process start to exit: for
 # xjoin mpiexec's start, about a second, included), GB/s written and the
-# share of dd's rate; xjoin's own total and phases come from its
+# shares of dd's and dd-direct's rates; xjoin's own total and phases come from its
 # --report-json ("in process").
 #
 # Usage: scripts/bench/matrix_vs_disk.sh [--queries N] [--rows M] [--dim D]
@@ -51,7 +58,7 @@ rows=40000
 dim=128
 metric=l2
 reps=2
-tools="dd xjoin xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows cdist"
+tools="dd dd-direct xjoin xjoin-coll xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows cdist"
 
 die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
 
@@ -62,9 +69,9 @@ while [ $# -gt 0 ]; do
 	--dim) dim=$2; shift ;;
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
-	--no-cdist) tools="dd xjoin xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows" ;;
+	--no-cdist) tools="dd dd-direct xjoin xjoin-coll xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows" ;;
 	--device) device=$2; shift
-		[ "$device" = gpu ] && tools="dd xjoin xjoin-ind" ;;
+		[ "$device" = gpu ] && tools="dd dd-direct xjoin xjoin-coll" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -99,21 +106,22 @@ keep() {    # tool seconds [note]
 	fi
 }
 
-run_dd() {
+run_dd() {    # tool [dd flag]
 	local t0 t1 n=$(((bytes + 16777215) / 16777216))
 	t0=$(now)
-	dd if=/dev/zero of="$out" bs=16M count=$n conv=fdatasync status=none
+	dd if=/dev/zero of="$out" bs=16M count=$n conv=fdatasync status=none \
+		${2:+"$2"}
 	t1=$(now)
 	rm -f "$out"
 	# dd wrote whole 16 MiB blocks: scaled to the matrix's bytes
-	keep dd "$(awk -v a="$t0" -v b="$t1" -v n=$n -v t=$bytes \
+	keep "$1" "$(awk -v a="$t0" -v b="$t1" -v n=$n -v t=$bytes \
 		'BEGIN { print (b - a) * t / (n * 16777216) }')"
 }
 
 run_xjoin() {    # tool overlap chunks [io]
 	local t0 t1 note
 	t0=$(now)
-	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 XJ_MATRIX_IO=${4:-collective} \
+	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 XJ_MATRIX_IO=${4:-direct} \
 		mpiexec --bind-to none -np 1 \
 		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
 		-x XJ_MATRIX_CHUNKS -x XJ_MATRIX_IO \
@@ -124,9 +132,11 @@ run_xjoin() {    # tool overlap chunks [io]
 	rm -f "$out"
 	note=$("$py" -c 'import json, sys
 r = json.load(open(sys.argv[1])); p = r["phase_seconds"]
-print("in process %.2f s: compute %.2f s, write %.2f s, other phases %.2f s"
+print("in process %.2f s: compute %.2f s, write %.2f s, other phases %.2f s;"
+      " %.0f%% O_DIRECT"
       % (r["total_seconds"], p["compute"], p["write"],
-         r["total_seconds"] - p["compute"] - p["write"]))' \
+         r["total_seconds"] - p["compute"] - p["write"],
+         100.0 * r["bytes_written_direct"] / max(r["bytes_written"], 1)))' \
 		"$work/mvd-report.json")
 	keep "$1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
 		"$note"
@@ -161,8 +171,10 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$reps"); do
 	for tool in $tools; do
 		case $tool in
-		dd) run_dd ;;
+		dd) run_dd dd ;;
+		dd-direct) run_dd dd-direct oflag=direct ;;
 		xjoin) run_xjoin xjoin 1 blocks ;;
+		xjoin-coll) run_xjoin xjoin-coll 1 blocks collective ;;
 		xjoin-ind) run_xjoin xjoin-ind 1 blocks independent ;;
 		xjoin-seq) run_xjoin xjoin-seq 0 blocks ;;
 		xjoin-rows) run_xjoin xjoin-rows 1 rows ;;
@@ -174,11 +186,13 @@ done
 rm -f "$work/mvd-report.json"
 
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| %-14s | %9s | %6s | %9s | %s\n' tool seconds "GB/s" "of dd" phases
-printf '| %-14s | %9s | %6s | %9s | %s\n' ---- ------- ---- ----- ------
+printf '| %-14s | %9s | %6s | %9s | %12s | %s\n' tool seconds "GB/s" \
+	"of dd" "of dd-direct" phases
+printf '| %-14s | %9s | %6s | %9s | %12s | %s\n' ---- ------- ---- ----- \
+	------------ ------
 for tool in $tools; do
 	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]}" \
-		-v n=$bytes -v x="${extra[$tool]}" 'BEGIN {
-		printf "| %-14s | %9.2f | %6.3f | %8.0f%% | %s\n", t, s,
-			n / s / 1e9, 100 * d / s, x }'
+		-v dx="${best[dd-direct]}" -v n=$bytes -v x="${extra[$tool]}" \
+		'BEGIN { printf "| %-14s | %9.2f | %6.3f | %8.0f%% | %11.0f%% | %s\n",
+			t, s, n / s / 1e9, 100 * d / s, 100 * dx / s, x }'
 done

@@ -542,6 +542,19 @@ def _plan_chunks(ctx, nranks, argv):
     return int(counts[0][1]) * int(counts[1][1])
 
 
+def o_direct_ok(folder):
+    """Whether a file in folder opens with O_DIRECT (tmpfs before Linux
+    6.6 refuses it: xjoin then writes through HDF5 alone)."""
+    path = os.path.join(folder, ".o_direct")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(path)
+    return True
+
+
 def check_matrix_report(ctx, path, n, m, d, what):
     """A matrix run's --report-json: its phases add up to its total (what
     no phase holds is "other", a few milliseconds at most), and it
@@ -582,13 +595,31 @@ def case_matrix(ctx, ranks):
                            ctx.path("out.h5"), ref, "np%d matrix %s "
                            "--chunk-rows 3, XJ_MATRIX_OVERLAP=0"
                            % (nranks, metric))
-            # independent transfers for the blocks (XJ_MATRIX_IO)
+            # HDF5's transfers for the blocks instead of the O_DIRECT
+            # chunk writes (XJ_MATRIX_IO)
             if metric == "l2":
-                with env_var("XJ_MATRIX_IO", "independent"):
-                    ctx.result(nranks, argv + ["--chunk-rows", 7],
-                               ctx.path("out.h5"), ref, "np%d matrix %s "
-                               "--chunk-rows 7, XJ_MATRIX_IO=independent"
-                               % (nranks, metric))
+                for io in ("independent", "collective"):
+                    with env_var("XJ_MATRIX_IO", io):
+                        ctx.result(nranks, argv + ["--chunk-rows", 7],
+                                   ctx.path("out.h5"), ref, "np%d matrix "
+                                   "%s --chunk-rows 7, XJ_MATRIX_IO=%s"
+                                   % (nranks, metric, io))
+            # chunks of 32 x 32 floats (4 KiB): whole ones go to the file
+            # with O_DIRECT, straight from the block or, at the matrix's
+            # edges, padded in the staging buffer; pieces where a rank's
+            # rows end inside a chunk go through HDF5
+            if metric in ("l2", "cosine"):
+                rep = ctx.path("direct.json")
+                what = "np%d matrix %s --chunk-rows 32" % (nranks, metric)
+                if ctx.result(nranks, argv + ["--chunk-rows", 32,
+                                              "--report-json", rep],
+                              ctx.path("out.h5"), ref, what):
+                    with open(rep) as fh:
+                        direct = json.load(fh)["bytes_written_direct"]
+                    ctx.check(0 < direct <= len(q) * 611 * 4 or
+                              not o_direct_ok(ctx.tmp),
+                              "%s: %s bytes written with O_DIRECT"
+                              % (what, direct))
             rep = ctx.path("report.json")
             if ctx.result(nranks, argv + ["--chunk-rows", 40,
                                           "--report-json", rep],
@@ -1852,12 +1883,13 @@ def _fill(folder, leave):
             pass    # full: what leave=0 asks for
 
 
-def _diskfull_round(ctx, job, ref, mnt, leave):
+def _diskfull_round(ctx, job, ref, mnt, leave, chunk_rows):
     """One run whose file system fills once progress is recorded."""
     out = os.path.join(mnt, "out.h5")
     prog, part = out + ".progress", out + ".partial"
-    what = "full disk (%d KiB left)" % (leave // 1024)
-    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", 50,
+    what = "full disk (%d KiB left, --chunk-rows %d)" % (leave // 1024,
+                                                       chunk_rows)
+    p, kids = _start_and_wait(ctx, 2, job + ["--chunk-rows", chunk_rows,
                                              "--checkpoint-seconds", 0,
                                              "-o", out], prog)
     if not p:
@@ -1919,8 +1951,11 @@ def case_diskfull(ctx, ranks):
                            "gen input") and
                 ctx.run_ok(2, job + ["-o", ref], "uninterrupted run")):
             return
+        # chunks of 50 x 50 floats go through HDF5, 64 x 64 (16 KiB)
+        # with O_DIRECT (h5out_set_direct): pwrite meets the full disk
         for leave in (0, 64 << 10):
-            _diskfull_round(ctx, job, ref, mnt, leave)
+            for chunk_rows in (50, 64):
+                _diskfull_round(ctx, job, ref, mnt, leave, chunk_rows)
     finally:
         tmpfs.umount(mnt)
 
@@ -2085,12 +2120,13 @@ def _self_matrix(ctx, ranks):
                               what):
                     ctx.check(_same_results(plain, out),
                               "%s: differs from the plain path" % what)
-            # the one-buffer order (XJ_MATRIX_OVERLAP=0) and independent
+            # the one-buffer order (XJ_MATRIX_OVERLAP=0) and HDF5's
             # transfers (XJ_MATRIX_IO) beside the default
             if metric == "l2" and 2 in ranks:
                 out = ctx.path("mself.h5")
                 for var, value in (("XJ_MATRIX_OVERLAP", "0"),
-                                   ("XJ_MATRIX_IO", "independent")):
+                                   ("XJ_MATRIX_IO", "independent"),
+                                   ("XJ_MATRIX_IO", "collective")):
                     what = "np2 self matrix %s %s=%s" % (name, var, value)
                     with env_var(var, value):
                         ok = ctx.run_ok(2, ["matrix", "-q", f, "-b", f, "-o",
