@@ -337,7 +337,15 @@ static void h5out_chunk_dims(int64_t rows, int64_t cols, int64_t chunk_rows,
 		c = cap;
 		r = 1;
 	} else if (r > cap / c) {
-		r = cap / c;
+		/* cut the rows into equal parts whose chunks are a multiple
+		 * of H5OUT_ALIGN bytes (whole chunks then go by O_DIRECT,
+		 * h5out_set_direct), if a few more parts allow it */
+		int64_t k = (r + cap / c - 1) / (cap / c), k1 = k + 64;
+
+		while (k < k1 && (r % k || r / k * c * (int64_t)elem_bytes %
+				  H5OUT_ALIGN))
+			k++;
+		r = k < k1 ? r / k : cap / c;
 	}
 	chunk[0] = (hsize_t)(r > 0 ? r : 1);
 	chunk[1] = (hsize_t)c;
@@ -829,6 +837,8 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 {
 	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
 	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4;
+	int whole = cr * cc * es % H5OUT_ALIGN || cr * cc * es >
+		    H5OUT_CHUNK_BYTES;   /* no chunk goes by pwrite */
 	hsize_t mdims[2] = { (hsize_t)(rows > 0 ? rows : 1),
 			     (hsize_t)(cols > 0 ? cols : 1) };
 	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
@@ -850,8 +860,11 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 		    "%s: transfer list", h->partial))
 		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
 		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
+	if (whole && rows && cols)      /* the slab as one piece */
+		h5out_select_part(h, fs, ms, !nparts++, row0, col0, row0,
+				  rows, col0, cols, st);
 	for (int64_t r = row0 - row0 % cr;
-	     rows && cols && !st->code && r < row0 + rows; r += cr)
+	     !whole && rows && cols && !st->code && r < row0 + rows; r += cr)
 		for (int64_t c = col0 - col0 % cc;
 		     !st->code && c < col0 + cols; c += cc) {
 			/* the chunk within the dataset; the slab's part */
