@@ -3,6 +3,7 @@
 #include "driver.h"
 
 #include <inttypes.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,14 +276,26 @@ static int tri_put(mpipe *p, const mblock *k, xj_status *st)
 	const tri *tr = p->tri;
 	int64_t P = run->comm->nranks, s = k->round, n = run->job->n;
 	int64_t ni = k->qrows, nj = k->brows;
+	int diag = k->b0 == k->q0, rc = XJ_OK;
 
-	if (h5out_write(run->out, p->slot, k->q0, ni, k->b0, nj, k->out, st))
+	/* the transpose is built on a second thread while the block is
+	 * written (the write waits on the disk more than on a CPU); with
+	 * one thread, after it */
+#pragma omp parallel num_threads(2) if (!diag && ni && nj)
+	{
+		int me = omp_get_thread_num(), nt = omp_get_num_threads();
+
+		if (me == 0)    /* the main thread: MPI_THREAD_FUNNELED */
+			rc = h5out_write(run->out, p->slot, k->q0, ni, k->b0,
+					 nj, k->out, st);
+		if (me == nt - 1 && !diag)
+			transpose(k->out, ni, nj, p->tb);
+	}
+	if (rc)
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
 	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
-	if (k->b0 != k->q0)
-		transpose(k->out, ni, nj, p->tb);
-	else
+	if (diag)
 		nj = ni = 0;     /* a diagonal block is its transpose */
 	if (h5out_write(run->out, p->slot, k->b0, nj, k->q0, ni, p->tb, st))
 		return st->code;
