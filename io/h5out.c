@@ -63,6 +63,7 @@ struct h5out {
 	int dfd;                 /* h5out_set_direct's descriptor, or -1 */
 	void *stage;             /* one aligned chunk for the direct writes */
 	int64_t direct_bytes;    /* the slabs' bytes written so */
+	int direct_refused;      /* a pwrite failed with EINVAL: HDF5's */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
@@ -792,7 +793,10 @@ static int h5out_chunk_addr(const h5out *h, int slot, int64_t r, int64_t c,
 /* Chunk rows [r, r1) x cols [c, c1) of slot, which the slab at row0, col0
  * (cols wide, b) covers whole, with one pwrite at addr: from the slab
  * when its rows are the chunk's rows, else from the staging buffer (a
- * chunk at the dataset's edge, padded with zeros). */
+ * chunk at the dataset's edge, padded with zeros). A file system that
+ * opened the file with O_DIRECT but refuses the transfer (EINVAL: an
+ * alignment it needs larger than 4 KiB) sets direct_refused: this rank's
+ * chunks then go through HDF5. Returns 1 when the chunk was written. */
 static int h5out_put_chunk(h5out *h, int slot, int64_t row0, int64_t col0,
 			   int64_t cols, const char *b, int64_t r, int64_t r1,
 			   int64_t c, int64_t c1, haddr_t addr, xj_status *st)
@@ -813,14 +817,19 @@ static int h5out_put_chunk(h5out *h, int slot, int64_t row0, int64_t col0,
 			       (size_t)((c1 - c) * es));
 		src = d;
 	}
-	h->direct_bytes += (r1 - r) * (c1 - c) * es;
-	if (pwrite_all(h->dfd, src, (size_t)bytes, (off_t)addr)) {
+	if (pwrite_all(h->dfd, src, (size_t)bytes, (off_t)addr) == 0) {
+		h->direct_bytes += (r1 - r) * (c1 - c) * es;
+		return 1;
+	}
+	if (errno == EINVAL && h->direct_bytes == 0) {
+		h->direct_refused = 1;
+	} else {
 		xj_fail(st, XJ_EXIT_RESOURCE, "%s:%s: writing the chunk at "
 			"rows %lld, cols %lld: %s", h->partial, h->name[slot],
 			(long long)r, (long long)c, strerror(errno));
 		h5out_room_hint(h, bytes, st);
 	}
-	return st->code;
+	return 0;
 }
 
 /*
@@ -876,14 +885,17 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 			int64_t pc0 = c > col0 ? c : col0;
 			int64_t pr1 = r1 < row0 + rows ? r1 : row0 + rows;
 			int64_t pc1 = c1 < col0 + cols ? c1 : col0 + cols;
+			int covered = pr0 == r && pc0 == c && pr1 == r1 &&
+				      pc1 == c1;
 			haddr_t addr;
 
-			if (pr0 == r && pc0 == c && pr1 == r1 && pc1 == c1 &&
+			if (covered && !h->direct_refused &&
 			    h5out_chunk_addr(h, slot, r, c, cr * cc * es,
-					     &addr))
-				h5out_put_chunk(h, slot, row0, col0, cols, buf,
-						r, r1, c, c1, addr, st);
-			else
+					     &addr) &&
+			    h5out_put_chunk(h, slot, row0, col0, cols, buf,
+					    r, r1, c, c1, addr, st))
+				continue;       /* written */
+			if (!st->code)
 				h5out_select_part(h, fs, ms, !nparts++, row0,
 						  col0, pr0, pr1 - pr0, pc0,
 						  pc1 - pc0, st);
