@@ -846,8 +846,9 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 {
 	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
 	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4;
-	int whole = cr * cc * es % H5OUT_ALIGN || cr * cc * es >
-		    H5OUT_CHUNK_BYTES;   /* no chunk goes by pwrite */
+	/* chunks of this shape never go by pwrite: the slab in one piece */
+	int one_piece = cr * cc * es % H5OUT_ALIGN ||
+			cr * cc * es > H5OUT_CHUNK_BYTES;
 	hsize_t mdims[2] = { (hsize_t)(rows > 0 ? rows : 1),
 			     (hsize_t)(cols > 0 ? cols : 1) };
 	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
@@ -869,11 +870,12 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 		    "%s: transfer list", h->partial))
 		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
 		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
-	if (whole && rows && cols)      /* the slab as one piece */
+	if (one_piece && rows && cols)
 		h5out_select_part(h, fs, ms, !nparts++, row0, col0, row0,
 				  rows, col0, cols, st);
 	for (int64_t r = row0 - row0 % cr;
-	     !whole && rows && cols && !st->code && r < row0 + rows; r += cr)
+	     !one_piece && rows && cols && !st->code && r < row0 + rows;
+	     r += cr)
 		for (int64_t c = col0 - col0 % cc;
 		     !st->code && c < col0 + cols; c += cc) {
 			/* the chunk within the dataset; the slab's part */
