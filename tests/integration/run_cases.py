@@ -1951,8 +1951,9 @@ def case_diskfull(ctx, ranks):
                            "gen input") and
                 ctx.run_ok(2, job + ["-o", ref], "uninterrupted run")):
             return
-        # chunks of 50 x 50 floats go through HDF5, 64 x 64 (16 KiB)
-        # with O_DIRECT (h5out_set_direct): pwrite meets the full disk
+        # chunks of 50 x 50 floats go through HDF5; of 64 x 64 (16 KiB)
+        # those a rank covers whole go with O_DIRECT (h5out_set_direct),
+        # so the full disk may fail a pwrite as well as an HDF5 write
         for leave in (0, 64 << 10):
             for chunk_rows in (50, 64):
                 _diskfull_round(ctx, job, ref, mnt, leave, chunk_rows)
