@@ -32,7 +32,7 @@ static int64_t chunk_cols(int64_t m, int64_t cols)
  * blocks' shape, so by default each chunk goes from the block buffer to
  * its place in the file with O_DIRECT (h5out_set_direct): no page cache
  * copy, no MPI-IO aggregation; where the file system refuses O_DIRECT
- * (tmpfs), collective HDF5 transfers. XJ_MATRIX_IO=collective or
+ * (tmpfs before Linux 6.6), collective HDF5 transfers. XJ_MATRIX_IO=collective or
  * independent keeps HDF5's transfers of either kind, for the benchmark's
  * side-by-side comparison (docs/performance.md).
  */
@@ -148,6 +148,7 @@ static void pipe_drain(mpipe *p)
  * included) is the write's; a checkpoint charges its own. */
 static int pipe_put_done(mpipe *p, int checkpoint, xj_status *st)
 {
+	p->run->rep->write_direct_bytes = h5out_direct_bytes(p->run->out);
 	report_add(p->run->rep, PH_WRITE, &p->t0);
 	if (checkpoint && driver_checkpoint(p->run, 0, st))
 		return st->code;
@@ -294,13 +295,11 @@ static int tri_put(mpipe *p, const mblock *k, xj_status *st)
 	if (rc)
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
-	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	if (diag)
 		nj = ni = 0;     /* a diagonal block is its transpose */
 	if (h5out_write(run->out, p->slot, k->b0, nj, k->q0, ni, p->tb, st))
 		return st->code;
 	run->rep->write_bytes += ni * nj * (int64_t)sizeof(float);
-	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	for (int64_t r = 0; r < tr->nb; r++)
 		if (tr->rowlast[r] >= s * P && tr->rowlast[r] < (s + 1) * P &&
 		    driver_rows_final(run, r * tr->t,
@@ -422,7 +421,6 @@ static int matrix_put(mpipe *p, const mblock *k, xj_status *st)
 			k->b0, k->brows, k->out, st))
 		return st->code;
 	run->rep->write_bytes += k->qrows * k->brows * (int64_t)sizeof(float);
-	run->rep->write_direct_bytes = h5out_direct_bytes(run->out);
 	if (k->last && driver_round_done(run, k->round, st))
 		return st->code;
 	return pipe_put_done(p, k->last, st);

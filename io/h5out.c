@@ -773,21 +773,37 @@ static int h5out_select_part(const h5out *h, hid_t fs, hid_t ms, int first,
 	return st->code;
 }
 
-/* The file address of chunk (r, c) of slot when one pwrite of bytes
- * there may replace it: allocated, aligned, stored unfiltered at that
+/* Bytes of one chunk of slot (0: contiguous). */
+static int64_t h5out_chunk_bytes(const h5out *h, int slot)
+{
+	return (int64_t)(h->chunk[slot][0] * h->chunk[slot][1]) *
+	       (h->type[slot] == H5OUT_I64 ? 8 : 4);
+}
+
+/* Whether slot's chunks may go by pwrite: a chunked dataset whose chunks
+ * are a multiple of H5OUT_ALIGN bytes and fit the staging buffer. */
+static int h5out_direct_shape(const h5out *h, int slot)
+{
+	int64_t bytes = h5out_chunk_bytes(h, slot);
+
+	return bytes > 0 && bytes % H5OUT_ALIGN == 0 &&
+	       bytes <= H5OUT_CHUNK_BYTES;
+}
+
+/* The file address of chunk (r, c) of slot when one pwrite of the chunk
+ * there may replace it: allocated, aligned, stored unfiltered at its
  * size. Returns 0 when not. */
 static int h5out_chunk_addr(const h5out *h, int slot, int64_t r, int64_t c,
-			    int64_t bytes, haddr_t *addr)
+			    haddr_t *addr)
 {
 	hsize_t at[2] = { (hsize_t)r, (hsize_t)c }, size = 0;
 	unsigned mask = 0;
 
 	*addr = HADDR_UNDEF;
-	return bytes % H5OUT_ALIGN == 0 && bytes <= H5OUT_CHUNK_BYTES &&
-	       H5Dget_chunk_info_by_coord(h->dset[slot], at, &mask, addr,
+	return H5Dget_chunk_info_by_coord(h->dset[slot], at, &mask, addr,
 					  &size) >= 0 &&
 	       *addr != HADDR_UNDEF && *addr % H5OUT_ALIGN == 0 &&
-	       mask == 0 && size == (hsize_t)bytes;
+	       mask == 0 && size == (hsize_t)h5out_chunk_bytes(h, slot);
 }
 
 /* Chunk rows [r, r1) x cols [c, c1) of slot, which the slab at row0, col0
@@ -802,7 +818,8 @@ static int h5out_put_chunk(h5out *h, int slot, int64_t row0, int64_t col0,
 			   int64_t c, int64_t c1, haddr_t addr, xj_status *st)
 {
 	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
-	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4, bytes = cr * cc * es;
+	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4;
+	int64_t bytes = h5out_chunk_bytes(h, slot);
 	const char *src = b + ((r - row0) * cols + (c - col0)) * es;
 	int full = r1 - r == cr && c1 - c == cc;
 
@@ -846,9 +863,6 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 {
 	int64_t cr = (int64_t)h->chunk[slot][0], cc = (int64_t)h->chunk[slot][1];
 	int64_t es = h->type[slot] == H5OUT_I64 ? 8 : 4;
-	/* chunks of this shape never go by pwrite: the slab in one piece */
-	int one_piece = cr * cc * es % H5OUT_ALIGN ||
-			cr * cc * es > H5OUT_CHUNK_BYTES;
 	hsize_t mdims[2] = { (hsize_t)(rows > 0 ? rows : 1),
 			     (hsize_t)(cols > 0 ? cols : 1) };
 	hid_t fs = H5I_INVALID_HID, ms = H5I_INVALID_HID;
@@ -870,12 +884,8 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 		    "%s: transfer list", h->partial))
 		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
 		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
-	if (one_piece && rows && cols)
-		h5out_select_part(h, fs, ms, !nparts++, row0, col0, row0,
-				  rows, col0, cols, st);
 	for (int64_t r = row0 - row0 % cr;
-	     !one_piece && rows && cols && !st->code && r < row0 + rows;
-	     r += cr)
+	     rows && cols && !st->code && r < row0 + rows; r += cr)
 		for (int64_t c = col0 - col0 % cc;
 		     !st->code && c < col0 + cols; c += cc) {
 			/* the chunk within the dataset; the slab's part */
@@ -892,8 +902,7 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 			haddr_t addr;
 
 			if (covered && !h->direct_refused &&
-			    h5out_chunk_addr(h, slot, r, c, cr * cc * es,
-					     &addr) &&
+			    h5out_chunk_addr(h, slot, r, c, &addr) &&
 			    h5out_put_chunk(h, slot, row0, col0, cols, buf,
 					    r, r1, c, c1, addr, st))
 				continue;       /* written */
@@ -928,8 +937,10 @@ int h5out_write(h5out *h, int slot, int64_t row0, int64_t rows,
 	static const int64_t dummy;
 
 	xj_ok(st);
+	/* slabs of chunks that cannot go by pwrite take the path below: one
+	 * collective transfer */
 	if (h->dfd >= 0 && slot >= 0 && slot < h->ndset &&
-	    h->chunk[slot][0]) {
+	    h5out_direct_shape(h, slot)) {
 		h5out_check_slab(h, slot, row0, rows, col0, cols, buf, st);
 		if (!h5out_agree(h, st))
 			h5out_write_direct(h, slot, row0, rows, col0, cols,

@@ -99,11 +99,13 @@ void h5out_set_independent(h5out *h, int on);
 /* From now on, h5out_write writes the chunks a slab covers whole with
  * pwrite on a descriptor of its own opened with O_DIRECT, at the chunk's
  * address in the file (allocated at creation, aligned to 4 KiB), the
- * rest of the slab with independent HDF5 transfers: the page cache's
- * copy and MPI-IO's aggregation are skipped (docs/performance.md: on
- * the project's VM the page cache cost dd 2 CPU seconds a GB). Returns 1
- * when every rank could open the file so (collective), 0 when any could
- * not (tmpfs has no O_DIRECT): the writes stay as they were. */
+ * rest of the slab in one collective HDF5 transfer: for those chunks the
+ * page cache's copy and MPI-IO's aggregation are skipped
+ * (docs/performance.md: on the project's VM the page cache cost dd 2 CPU
+ * seconds a GB). Datasets whose chunks are not a multiple of 4 KiB keep
+ * the collective transfers. Returns 1 when every rank could open the
+ * file so (collective), 0 when any could not (tmpfs before Linux 6.6):
+ * the writes stay as they were. */
 int h5out_set_direct(h5out *h, xj_status *st);
 /* The bytes of slabs this rank wrote so, so far. */
 int64_t h5out_direct_bytes(const h5out *h);

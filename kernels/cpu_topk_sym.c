@@ -58,7 +58,7 @@
  * len^2 d / 2 FLOPs (+ TB len d for the diagonal); the scans stay
  * len^2 compares, in one pass over each off-diagonal tile. (Building the
  * column tile by a transpose, and the row tile by adding C_b in place,
- * then scanning each, cost 11% of a self-join more: docs/performance.md.)
+ * then scanning each, cost 8% more of a self-join: docs/performance.md.)
  * The transposed tile of the seeding tiles is a second TB x TB float
  * buffer per thread (1 MiB).
  */
