@@ -17,14 +17,23 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * MiB by their rows, where the padding allows (plan_matrix_chunk_cols): a
  * block's write then covers whole chunks, each contiguous in the file,
  * instead of a strided piece of every chunk it crosses (chunks of whole
- * rows). XJ_MATRIX_CHUNKS=rows keeps chunks of whole rows, for the
- * benchmark's side-by-side comparison.
+ * rows). On several grid columns the chunks are the shards' unit
+ * (plan.balign) where it divides the block, so that a rank's blocks
+ * start on chunk boundaries too. XJ_MATRIX_CHUNKS=rows keeps chunks of
+ * whole rows, for the benchmark's side-by-side comparison.
  */
 static int64_t chunk_cols(int64_t m, int64_t cols)
 {
 	const char *e = getenv("XJ_MATRIX_CHUNKS");
 
 	return e && !strcmp(e, "rows") ? 0 : plan_matrix_chunk_cols(m, cols);
+}
+
+static int64_t block_chunk_cols(const xj_run *run)
+{
+	int64_t bc = run->pl.bchunk_rows, u = run->pl.balign;
+
+	return chunk_cols(run->job->m, u > 0 && bc % u == 0 ? u : bc);
 }
 
 /*
@@ -456,7 +465,7 @@ int driver_matrix(xj_run *run, xj_status *st)
 	report_add(run->rep, PH_READ, &p.t0);
 	if (h5out_add_dataset_tiled(run->out, "distances", H5OUT_F32,
 				    run->job->n, run->job->m, qc,
-				    chunk_cols(run->job->m, bc), &p.slot, st))
+				    block_chunk_cols(run), &p.slot, st))
 		goto out;
 	if (matrix_io(run->out, st))
 		goto out;

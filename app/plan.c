@@ -7,6 +7,9 @@
 #define BCHUNK_MATRIX_MAX 4096
 #define QCHUNK_MATRIX_MAX 16384
 #define QCHUNK_MIN_WANTED 256
+/* A matrix's column unit on P > 1 ranks (plan.h): 4 KiB of a row, so that
+ * chunks of any row count are whole pages (O_DIRECT) */
+#define MATRIX_COL_UNIT 1024
 /* A self-join's base chunk is one backend call of up to B^2 d / 2 GEMM
  * FLOPs (an interrupt or snapshot waits for it): 131072 rows is 1.1e12
  * at d = 128, a few seconds on two cores. */
@@ -135,6 +138,24 @@ static int self_split(const plan_in *in, int64_t *q, int64_t *b)
 	return 1;
 }
 
+/* A matrix on several ranks: shares in whole units of the output file's
+ * chunks (plan.h); q may fall to even out the query chunks. */
+static void matrix_align(const plan_in *in, plan *p, int64_t *q, int64_t b)
+{
+	int64_t bu = b % MATRIX_COL_UNIT ? b : MATRIX_COL_UNIT;
+	int64_t qu = ceil_div(p->qblock_max, ceil_div(p->qblock_max, *q));
+
+	if (p->pc > 1 && ceil_div(in->m, bu) >= p->pc) {
+		p->balign = bu;
+		p->bshard_max = ceil_div(ceil_div(in->m, bu), p->pc) * bu;
+	}
+	if (p->pr > 1 && ceil_div(in->n, qu) >= p->pr) {
+		*q = qu;
+		p->qalign = qu;
+		p->qblock_max = ceil_div(ceil_div(in->n, qu), p->pr) * qu;
+	}
+}
+
 int plan_make(const plan_in *in, plan *out, xj_status *st)
 {
 	plan p = {0};
@@ -173,6 +194,8 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 	}
 	b = max64(b, 1);
 	q = max64(q, 1);
+	if (in->cmd == XJ_CMD_MATRIX && in->nranks > 1)
+		matrix_align(in, &p, &q, b);
 	p.qchunk_rows = q;
 	p.bchunk_rows = b;
 	p.peak_bytes = peak_bytes(in, q, b);
@@ -226,12 +249,28 @@ int64_t plan_matrix_chunk_cols(int64_t m, int64_t bc)
 	return ceil_div(m, bc) * bc - m <= m / 16 ? bc : 0;
 }
 
+/* split_block over units of align rows (0: rows); the last unit may be
+ * short. */
+static void split_units(int64_t total, int64_t align, int64_t parts,
+			int64_t i, int64_t *start, int64_t *count)
+{
+	int64_t u0, nu;
+
+	if (align < 1) {
+		split_block(total, parts, i, start, count);
+		return;
+	}
+	split_block(ceil_div(total, align), parts, i, &u0, &nu);
+	*start = min64(total, u0 * align);
+	*count = min64(total, (u0 + nu) * align) - *start;
+}
+
 void plan_rank(const plan_in *in, const plan *p, int rank, plan_rank_view *v)
 {
 	v->row = rank / p->pc;
 	v->col = rank % p->pc;
-	split_block(in->n, p->pr, v->row, &v->q0, &v->qrows);
-	split_block(in->m, p->pc, v->col, &v->b0, &v->brows);
+	split_units(in->n, p->qalign, p->pr, v->row, &v->q0, &v->qrows);
+	split_units(in->m, p->balign, p->pc, v->col, &v->b0, &v->brows);
 	if (p->split) {
 		v->b0 = 0;
 		v->brows = in->m;

@@ -34,6 +34,15 @@
  * B is at most 16384 rows (4096 for the matrix) and halves while Q would
  * fall below 256 rows.
  *
+ * Matrix on P > 1 ranks: the shares are whole chunks of the output file,
+ * so that every rank writes whole HDF5 chunks (O_DIRECT, io/h5out.h)
+ * rather than pieces of chunks its neighbour shares. Base shards are
+ * multiples of balign columns (1024 where the base chunk is a multiple of
+ * it, else the base chunk), the file's chunk width; query blocks are
+ * multiples of the query chunk, itself evened out to the block
+ * (ceil(block / rounds)), whose equal parts are the file's chunk rows. A
+ * share is then at most one unit larger than an even split's.
+ *
  * Range: the grid is P x 1 (no merge; whole rows per rank) and query
  * chunks are dealt round robin (app/driver_range.c). m*36 bounds a query
  * row's pairs when every base row is within the threshold: 12 bytes per
@@ -103,6 +112,9 @@ typedef struct plan {
 				    * the whole base as their shard and
 				    * score share `rank` of each chunk's
 				    * pairs (xj_backend_cfg.part) */
+	int64_t qalign, balign;    /* matrix: query blocks and base shards
+				    * split in multiples of these rows
+				    * (0: split_block's even split) */
 	int64_t peak_bytes;        /* formula above at the chosen sizes */
 	int64_t budget_bytes;
 } plan;

@@ -189,6 +189,85 @@ static void test_matrix_chunk_cols(void)
 	CU_ASSERT_EQUAL(plan_matrix_chunk_cols(10, 0), 0);
 }
 
+/* Shares of one grid dimension: contiguous, covering total, each
+ * starting on a multiple of align (when set), at most max rows and at
+ * most one unit (align, else 1) above the even split's largest. */
+static void check_shares(const plan_in *in, const plan *p, int rows,
+			 int64_t total, int64_t align, int64_t max)
+{
+	int64_t next = 0, hi = 0;
+	int parts = rows ? p->pr : p->pc;
+
+	for (int i = 0; i < parts; i++) {
+		plan_rank_view v;
+		int64_t s, c;
+
+		plan_rank(in, p, rows ? i * p->pc : i, &v);
+		s = rows ? v.q0 : v.b0;
+		c = rows ? v.qrows : v.brows;
+		CU_ASSERT_EQUAL(s, next);
+		CU_ASSERT(align < 1 || s % align == 0);
+		CU_ASSERT(c <= max);
+		CU_ASSERT(v.nqchunks <= p->qrounds && v.nbchunks <= p->brounds);
+		next = s + c;
+		hi = c > hi ? c : hi;
+	}
+	CU_ASSERT_EQUAL(next, total);
+	CU_ASSERT(hi <= (total + parts - 1) / parts + (align > 0 ? align : 1));
+}
+
+/* A matrix on several ranks splits in whole units of the file's chunks:
+ * 1024 columns, the query chunk (evened out) of rows; a base chunk that
+ * is no multiple of 1024 is the unit itself; too few units for the ranks
+ * keep the even split. */
+static void test_matrix_aligned(void)
+{
+	static const int64_t shapes[][3] = {  /* n, m, ranks */
+		{ 5000, 40000, 2 }, { 5000, 40000, 3 }, { 5000, 100000, 7 },
+		{ 40001, 8192, 2 }, { 50001, 3000, 3 }, { 300000, 300000, 4 },
+		{ 100, 2000, 2 }, { 100, 2000, 3 }, { 7, 5, 4 },
+	};
+
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		plan_in in = topk_in(shapes[i][0], shapes[i][1],
+				     (int)shapes[i][2], INT64_C(1) << 32);
+		plan p;
+		xj_status st;
+
+		xj_ok(&st);
+		in.cmd = XJ_CMD_MATRIX;
+		in.k = 0;
+		in.out_blocks = 2;
+		CU_ASSERT_EQUAL_FATAL(plan_make(&in, &p, &st), XJ_OK);
+		CU_ASSERT(p.balign == 0 || p.bchunk_rows % p.balign == 0);
+		CU_ASSERT(p.qalign == 0 || p.qalign == p.qchunk_rows);
+		CU_ASSERT(p.qrounds * p.qchunk_rows >= p.qblock_max);
+		CU_ASSERT(p.brounds * p.bchunk_rows >= p.bshard_max);
+		check_shares(&in, &p, 1, in.n, p.qalign, p.qblock_max);
+		check_shares(&in, &p, 0, in.m, p.balign, p.bshard_max);
+	}
+	/* 1 x 2: 40 units of 1024 columns, 20 each */
+	{
+		plan_in in = topk_in(5000, 40000, 2, INT64_C(1) << 32);
+		plan p;
+		plan_rank_view v;
+		xj_status st;
+
+		xj_ok(&st);
+		in.cmd = XJ_CMD_MATRIX;
+		in.k = 0;
+		CU_ASSERT_EQUAL_FATAL(plan_make(&in, &p, &st), XJ_OK);
+		CU_ASSERT_EQUAL(p.balign, 1024);
+		plan_rank(&in, &p, 1, &v);
+		CU_ASSERT_EQUAL(v.b0, 20480);
+		CU_ASSERT_EQUAL(v.brows, 19520);
+		/* one rank: the even split, no unit */
+		in.nranks = 1;
+		CU_ASSERT_EQUAL_FATAL(plan_make(&in, &p, &st), XJ_OK);
+		CU_ASSERT(p.balign == 0 && p.qalign == 0);
+	}
+}
+
 static void test_more_ranks_than_rows(void)
 {
 	plan_in in = topk_in(3, 2, 8, INT64_C(1) << 30);
@@ -223,6 +302,7 @@ int main(void)
 		{ "forced chunks", test_forced_chunks },
 		{ "more ranks than rows", test_more_ranks_than_rows },
 		{ "matrix chunk columns", test_matrix_chunk_cols },
+		{ "matrix shares in whole chunks", test_matrix_aligned },
 	};
 
 	return unit_run("plan", tests, UNIT_COUNT(tests));
