@@ -9,7 +9,7 @@
 #   dd-direct the same with oflag=direct: the rate without the page
 #             cache's copy (on the project's VM 3x dd's, at a tenth of its
 #             CPU time)
-#   xjoin     xjoin matrix (one rank, THREADS threads), its default
+#   xjoin     xjoin matrix (one rank, THREADS threads; --np), its default
 #             order (XJ_MATRIX_OVERLAP=1): a worker thread computes
 #             block i + 1 while block i is written, each whole chunk
 #             with O_DIRECT (h5out_set_direct)
@@ -35,10 +35,13 @@
 # Usage: scripts/bench/matrix_vs_disk.sh [--queries N] [--rows M] [--dim D]
 #                                        [--metric METRIC] [--reps R]
 #                                        [--no-cdist] [--device gpu]
+#                                        [--np P] [--tools "T1 T2 ..."]
 #   default 5,000 x 40,000 x 128, l2 (800 MB a matrix), 2 reps;
 #   --no-cdist leaves the SciPy peer out (it takes minutes on 2 cores);
 #   --device gpu runs dd and xjoin --device gpu alone (its default order
-#   and HDF5 chunks: the CUDA backend computes, the host writes).
+#   and HDF5 chunks: the CUDA backend computes, the host writes);
+#   --np P runs xjoin on P ranks of THREADS / P threads each (at least 1);
+#   --tools runs only the tools named (from the list above).
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench: the
 #   folder written to; outputs are deleted after each run), THREADS (2),
 #   PYTHON (/usr/bin/python3).
@@ -58,6 +61,7 @@ rows=40000
 dim=128
 metric=l2
 reps=2
+np=1
 tools="dd dd-direct xjoin xjoin-coll xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows cdist"
 
 die() { echo "matrix_vs_disk.sh: $*" >&2; exit 1; }
@@ -70,6 +74,8 @@ while [ $# -gt 0 ]; do
 	--metric) metric=$2; shift ;;
 	--reps) reps=$2; shift ;;
 	--no-cdist) tools="dd dd-direct xjoin xjoin-coll xjoin-ind xjoin-seq xjoin-rows xjoin-seq-rows" ;;
+	--np) np=$2; shift ;;
+	--tools) tools=$2; shift ;;
 	--device) device=$2; shift
 		[ "$device" = gpu ] && tools="dd dd-direct xjoin xjoin-coll" ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -88,7 +94,8 @@ free=$(df -B1 --output=avail "$work" | tail -1)
 	die "$work has $free bytes free; the runs need about $((3 * bytes))"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+rank_threads=$((threads / np > 0 ? threads / np : 1))
+export OMP_NUM_THREADS=$rank_threads OPENBLAS_NUM_THREADS=$rank_threads
 in=$work/mvd-$queries-$rows-$dim.h5
 out=$work/mvd-out.h5
 [ -s "$in" ] || "$xjoin" gen --rows "$rows" --queries "$queries" \
@@ -122,7 +129,7 @@ run_xjoin() {    # tool overlap chunks [io]
 	local t0 t1 note
 	t0=$(now)
 	XJ_MATRIX_OVERLAP=$2 XJ_MATRIX_CHUNKS=$3 XJ_MATRIX_IO=${4:-direct} \
-		mpiexec --bind-to none -np 1 \
+		mpiexec --bind-to none --oversubscribe -np "$np" \
 		-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x XJ_MATRIX_OVERLAP \
 		-x XJ_MATRIX_CHUNKS -x XJ_MATRIX_IO \
 		"$xjoin" matrix -q "$in:test" -b "$in:train" -m "$metric" \
@@ -159,7 +166,7 @@ corename=$("$py" -c 'import ctypes
 b = ctypes.CDLL("libopenblas.so.0"); b.openblas_get_corename.restype = ctypes.c_char_p
 print(b.openblas_get_corename().decode())' 2>/dev/null || echo "?")
 echo "# matrix_vs_disk: $queries x $rows x $dim, $metric, $bytes bytes a" \
-	"matrix, $threads threads, best of $reps"
+	"matrix, $np rank(s) of $rank_threads threads, best of $reps"
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
 	grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni|amx_.*)$' | tr '\n' ' ')"
