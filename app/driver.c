@@ -94,8 +94,11 @@ static int agree_first(xj_comm *c, int64_t key, xj_status *st)
 }
 
 /* Sum the ranks' row hashes; a resumed run's inputs must match the
- * record (the same verdict on every rank: no agreement needed). */
-static int fingerprints(xj_run *run, uint64_t mine[2], xj_status *st)
+ * record (the same verdict on every rank: no agreement needed). Base rows
+ * that are the query rows (one_pass) hash alike: the hash is a sum over
+ * rows, each with its index. */
+static int fingerprints(xj_run *run, uint64_t mine[2], int one_pass,
+			xj_status *st)
 {
 	xj_progress *p = &run->prog;
 	uint64_t all[2];
@@ -103,11 +106,20 @@ static int fingerprints(xj_run *run, uint64_t mine[2], xj_status *st)
 	MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_UINT64_T, MPI_SUM,
 				run->comm->world));
 	p->rec.q.fingerprint = all[0];
-	p->rec.b.fingerprint = all[1];
+	p->rec.b.fingerprint = one_pass ? all[0] : all[1];
 	p->fingerprinted = 1;
 	if (p->resuming)
 		return resume_check_data(&p->old, &p->rec, st);
 	return XJ_OK;
+}
+
+/* Queries and base are one dataset's rows and every rank's query block is
+ * its base shard (one rank, or a split self-join): one resident copy
+ * serves both. The same on every rank. */
+static int resident_shared(const xj_run *run)
+{
+	return run->job->same_rows &&
+	       (run->comm->nranks == 1 || run->pl.split);
 }
 
 /*
@@ -120,13 +132,16 @@ static void resident_start(xj_run *run)
 {
 	const plan_rank_view *v = &run->view;
 	int64_t d = run->job->d;
-	int64_t bytes = (run->pl.qblock_max + run->pl.bshard_max) * d * 4;
+	int shared = resident_shared(run);
+	int64_t bytes = (run->pl.qblock_max +
+			 (shared ? 0 : run->pl.bshard_max)) * d * 4;
 	int ok, all;
 
 	if (run->pl.peak_bytes + bytes > plan_usable_bytes(&run->pin))
 		return;
 	run->resq = malloc((size_t)(v->qrows * d + 1) * sizeof(float));
-	run->resb = malloc((size_t)(v->brows * d + 1) * sizeof(float));
+	run->resb = shared ? run->resq :
+		    malloc((size_t)(v->brows * d + 1) * sizeof(float));
 	ok = run->resq && run->resb;
 	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND,
 				run->comm->world));
@@ -135,15 +150,14 @@ static void resident_start(xj_run *run)
 			"row read once\n", (double)bytes / (1 << 20));
 		return;
 	}
-	free(run->resq);
-	free(run->resb);
-	run->resq = run->resb = NULL;
+	driver_release(run);
 }
 
 void driver_release(xj_run *run)
 {
+	if (run->resb != run->resq)
+		free(run->resb);
 	free(run->resq);
-	free(run->resb);
 	run->resq = run->resb = NULL;
 }
 
@@ -152,7 +166,8 @@ void driver_release(xj_run *run)
  * read and checked by exactly one rank, through a slab buffer. The shares:
  * my query block split over my row's Pc ranks, my base shard over my
  * column's Pr ranks (a split self-join, whose shards are all the whole
- * base: over all ranks). */
+ * base: over all ranks). Base rows that are the query rows are read once,
+ * as queries, unless they must fill a resident shard of their own. */
 int driver_validate(xj_run *run, xj_status *st)
 {
 	const plan_rank_view *v = &run->view;
@@ -161,11 +176,12 @@ int driver_validate(xj_run *run, xj_status *st)
 	uint64_t fp[2] = { 0, 0 };
 	xj_metric m = run->job->metric;
 	float *buf = NULL;
-	int res;
+	int res, one_pass;
 	double t0 = report_now();
 
 	resident_start(run);
 	res = run->resq != NULL;
+	one_pass = run->job->same_rows && (!res || run->resb == run->resq);
 	split_block(v->qrows, run->pl.pc, v->col, &q0, &qn);
 	if (run->pl.split)
 		split_block(v->brows, run->pl.pc, v->col, &b0, &bn);
@@ -186,7 +202,10 @@ int driver_validate(xj_run *run, xj_status *st)
 		validate_range(&run->qinfo, m, q0, qn, slab, buf, NULL, q0,
 			       q0 + qn, &bad, &fp[0], st);
 	guard_end();
-	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st)) {
+	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st) &&
+	    one_pass) {
+		fingerprints(run, fp, 1, st);
+	} else if (!st->code) {
 		driver_guard_input(run, &run->binfo);
 		if (res)
 			validate_range(&run->binfo, m, v->b0, v->brows, slab,
@@ -197,7 +216,7 @@ int driver_validate(xj_run *run, xj_status *st)
 				       b0, b0 + bn, &bad, &fp[1], st);
 		guard_end();
 		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st))
-			fingerprints(run, fp, st);
+			fingerprints(run, fp, 0, st);
 	}
 	free(buf);
 	report_add(run->rep, PH_VALIDATE, &t0);

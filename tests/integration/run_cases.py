@@ -1391,17 +1391,27 @@ def case_resume(ctx, ranks):
     if not ok:
         _dump(sout, serr)
     _resume_changed_input(ctx, job, slow)
+    # a self-join: one resident copy on one rank, the rows checked and
+    # fingerprinted once
+    f_self = f + ":/train"
+    _resume_changed_input(ctx, ["topk", "-q", f_self, "-b", f_self, "-k", 10,
+                                "-m", "l2"], slow, 1, "query",
+                          "changed-self.h5")
     _resume_matrix(ctx)
 
 
-def _resume_changed_input(ctx, job, slow):
+def _resume_changed_input(ctx, job, slow, nranks=2, role="base",
+                          name="changed.h5"):
     """Values changed between the runs: refused, naming the input; --force
-    starts over and removes the old record."""
+    starts over and removes the old record. role: the side the message
+    names (a self-join's rows are read and fingerprinted once, as
+    queries)."""
     f = ctx.path("copy.h5")
     shutil.copy(ctx.path("in.h5"), f)
-    out = ctx.path("changed.h5")
-    argv = [f if a == ctx.path("in.h5") else a for a in job]
-    p, kids = _start_and_wait(ctx, 2, argv + slow + ["-o", out],
+    out = ctx.path(name)
+    argv = [a.replace(ctx.path("in.h5"), f) if isinstance(a, str) else a
+            for a in job]
+    p, kids = _start_and_wait(ctx, nranks, argv + slow + ["-o", out],
                               out + ".progress")
     if not p:
         return
@@ -1412,11 +1422,11 @@ def _resume_changed_input(ctx, job, slow):
         row = fh["train"][19999]
         row[3] = np.nextafter(row[3], np.float32(np.inf))
         fh["train"][19999] = row
-    _check_refused(ctx, 2, argv + ["--resume", "-o", out], 3,
-                   r"base values in .*copy\.h5:/train changed",
+    _check_refused(ctx, nranks, argv + ["--resume", "-o", out], 3,
+                   r"%s values in .*copy\.h5:/train changed" % role,
                    [out + ".partial", out + ".progress"],
-                   "--resume after the base changed")
-    rc, sout, serr, _ = ctx.run(2, argv + ["--force", "-o", out])
+                   "np%d --resume after the %s changed" % (nranks, role))
+    rc, sout, serr, _ = ctx.run(nranks, argv + ["--force", "-o", out])
     ctx.check(rc == 0 and not os.path.exists(out + ".progress"),
               "--force over an interrupted run: exit %s" % rc)
 
