@@ -334,6 +334,14 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 	print_bytes(out, "backend fixed", in->work_fixed_bytes);
 	print_bytes(out, "peak per rank", p->peak_bytes);
 	print_bytes(out, "budget per rank", p->budget_bytes);
+	if (p->qalign > 0)
+		fprintf(out, "# query blocks in units of %" PRId64 " rows: "
+			"whole chunks of the output file, which each rank "
+			"writes with O_DIRECT\n", p->qalign);
+	if (p->balign > 0)
+		fprintf(out, "# base shards in units of %" PRId64 " columns: "
+			"whole chunks of the output file, which each rank "
+			"writes with O_DIRECT\n", p->balign);
 	if (p->split)
 		fprintf(out, "# self-join split over %d ranks: each holds "
 			"every query chunk and streams the whole base; of the "
