@@ -194,7 +194,9 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 	}
 	b = max64(b, 1);
 	q = max64(q, 1);
-	if (in->cmd == XJ_CMD_MATRIX && in->nranks > 1)
+	/* (a set with itself writes square blocks dealt in turn instead:
+	 * app/driver_matrix.c) */
+	if (in->cmd == XJ_CMD_MATRIX && in->nranks > 1 && !in->same_rows)
 		matrix_align(in, &p, &q, b);
 	p.qchunk_rows = q;
 	p.bchunk_rows = b;

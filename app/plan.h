@@ -34,7 +34,8 @@
  * B is at most 16384 rows (4096 for the matrix) and halves while Q would
  * fall below 256 rows.
  *
- * Matrix on P > 1 ranks: the shares are whole chunks of the output file,
+ * Matrix on P > 1 ranks (not of a set with itself, whose square blocks
+ * are dealt in turn): the shares are whole chunks of the output file,
  * so that every rank writes whole HDF5 chunks (O_DIRECT, io/h5out.h)
  * rather than pieces of chunks its neighbour shares. Base shards are
  * multiples of balign columns (1024 where the base chunk is a multiple of
