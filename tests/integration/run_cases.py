@@ -108,6 +108,7 @@ class Ctx:
         self.tmp = tempfile.mkdtemp(prefix="xjoin-%s-" % args.case,
                                     dir=args.workdir)
         self.keep = args.keep
+        self.einval_shim = args.einval_shim
         self.checks = 0
         self.failed = []
         self.refs = {}
@@ -620,6 +621,11 @@ def case_matrix(ctx, ranks):
                               not o_direct_ok(ctx.tmp),
                               "%s: %s bytes written with O_DIRECT"
                               % (what, direct))
+                # a file system that opens the file with O_DIRECT but
+                # refuses the transfers (EINVAL): every chunk through HDF5
+                if ctx.einval_shim and o_direct_ok(ctx.tmp):
+                    _matrix_einval(ctx, nranks, argv, ref, len(q) * 611 * 4,
+                                   metric)
             rep = ctx.path("report.json")
             if ctx.result(nranks, argv + ["--chunk-rows", 40,
                                           "--report-json", rep],
@@ -650,6 +656,26 @@ def case_matrix(ctx, ranks):
                 ctx.result(nranks, argv + extra, ctx.path("out.h5"),
                            ref, "np%d matrix %s %s"
                            % (nranks, metric, " ".join(map(str, extra))))
+
+
+def _matrix_einval(ctx, nranks, argv, ref, nbytes, metric):
+    """The matrix with every O_DIRECT pwrite refused (ctx.einval_shim
+    preloaded): the same values, none of the bytes written with
+    O_DIRECT."""
+    rep = ctx.path("einval.json")
+    what = ("np%d matrix %s --chunk-rows 32, O_DIRECT writes refused"
+            % (nranks, metric))
+    with env_var("LD_PRELOAD", ctx.einval_shim):
+        ok = ctx.result(nranks, argv + ["--chunk-rows", 32, "--report-json",
+                                        rep], ctx.path("out.h5"), ref, what)
+    if ok:
+        with open(rep) as fh:
+            doc = json.load(fh)
+        ctx.check(doc["bytes_written_direct"] == 0 and
+                  doc["bytes_written"] == nbytes,
+                  "%s: %s of %s bytes with O_DIRECT, expected 0 of %d"
+                  % (what, doc["bytes_written_direct"],
+                     doc["bytes_written"], nbytes))
 
 
 def extreme_inputs(kind, rng, n=50, m=800, d=16):
@@ -2227,6 +2253,9 @@ def main():
                     help="GloVe HDF5 for realdata (default %(default)s)")
     ap.add_argument("--fashion", default=DEFAULT_FASHION,
                     help="Fashion-MNIST idx folder (default %(default)s)")
+    ap.add_argument("--einval-shim", default=None,
+                    help="LD_PRELOAD library refusing O_DIRECT writes "
+                    "(direct_einval.c): the matrix case's fallback check")
     args = ap.parse_args()
     if not os.access(args.xjoin, os.X_OK):
         print("%s: not an executable" % args.xjoin, file=sys.stderr)
