@@ -2046,6 +2046,7 @@ def case_selfjoin(ctx, ranks):
             ctx.check(_same_results(plain[metric], out),
                       "%s: differs from the plain path" % what)
     if 1 in ranks:
+        _self_resident(ctx, f, copy)
         _self_glove(ctx)
         t = threshold_for(plain["l2"], 3)
         ref = ctx.ref_topk("self.h5", "self.h5", 40, "l2", t, True)
@@ -2056,6 +2057,30 @@ def case_selfjoin(ctx, ranks):
     _self_matrix(ctx, ranks)
     if 2 in ranks:
         _self_matrix_interrupted(ctx)
+
+
+def _resident_mib(log):
+    """The MiB of the '# inputs resident' line of a run's log, or None."""
+    m = re.search(r"# inputs resident: ([0-9.]+) MiB", log)
+    return float(m.group(1)) if m else None
+
+
+def _self_resident(ctx, f, copy):
+    """On one rank a self-join keeps one resident copy of its rows, where
+    the same job on a copy of the file keeps two."""
+    with h5py.File(f.split(":")[0], "r") as h5:
+        n, d = h5["train"].shape
+    one = n * d * 4 / float(1 << 20)
+    got = {}
+    for name, base in (("self", f), ("plain", copy)):
+        rc, sout, _, _ = ctx.run(1, ["topk", "-q", f, "-b", base, "-k", 10,
+                                     "-o", ctx.path("res-%s.h5" % name)])
+        got[name] = _resident_mib(sout) if rc == 0 else None
+    ctx.check(got["self"] is not None and abs(got["self"] - one) < 0.1 and
+              got["plain"] is not None and
+              abs(got["plain"] - 2 * one) < 0.1,
+              "resident inputs: self %s MiB, plain %s MiB; expected %.1f "
+              "and %.1f" % (got["self"], got["plain"], one, 2 * one))
 
 
 def _self_glove(ctx):
