@@ -108,7 +108,7 @@ class Ctx:
         self.tmp = tempfile.mkdtemp(prefix="xjoin-%s-" % args.case,
                                     dir=args.workdir)
         self.keep = args.keep
-        self.einval_shim = args.einval_shim
+        self.einval_shim = getattr(args, "einval_shim", None)
         self.checks = 0
         self.failed = []
         self.refs = {}
