@@ -11,9 +11,11 @@
  * FLOPs per call: 2 * M * N * K. Bytes touched at least once:
  * 4 * (M*K + N*K + M*N).
  *
- * Usage: sgemm_rate M N K [REPS]   (threads: OPENBLAS_NUM_THREADS)
+ * Usage: sgemm_rate M N K [REPS] [--double] [--json]
+ *   (threads: OPENBLAS_NUM_THREADS)
  * Prints one line: "sgemm M N K best_s gflops" and the same as JSON when
- * the last argument is --json.
+ * the last argument is --json. --double times cblas_dgemm instead (the
+ * matrix's double GEMM, kernels/cpu_matrix.c) and prints "dgemm ...".
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -59,20 +61,39 @@ static void fill(float *x, size_t count, unsigned seed)
 	}
 }
 
-static double time_one(long m, long n, long k, const float *a, const float *b,
-		       float *c)
+/* One call; a, b, c hold doubles when dbl. */
+static double time_one(long m, long n, long k, const void *a, const void *b,
+		       void *c, int dbl)
 {
 	double t0 = now_s();
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n,
-		    (int)k, 1.0f, a, (int)k, b, (int)k, 0.0f, c, (int)n);
+	if (dbl)
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m,
+			    (int)n, (int)k, 1.0, a, (int)k, b, (int)k, 0.0, c,
+			    (int)n);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m,
+			    (int)n, (int)k, 1.0f, a, (int)k, b, (int)k, 0.0f, c,
+			    (int)n);
 	return now_s() - t0;
+}
+
+/* The floats x[0..count) widened to doubles in place (x holds room for
+ * count doubles), from the top down. */
+static void widen(void *x, size_t count)
+{
+	const float *f = x;
+	double *d = x;
+
+	while (count--)
+		d[count] = f[count];
 }
 
 int main(int argc, char **argv)
 {
 	long m, n, k, reps = 5, r;
-	int json = 0;
+	int json = 0, dbl = 0;
+	size_t es;
 	float *a, *b, *c;
 	double best = 1e30, gflops;
 
@@ -80,8 +101,13 @@ int main(int argc, char **argv)
 		json = 1;
 		argc--;
 	}
+	if (argc > 1 && !strcmp(argv[argc - 1], "--double")) {
+		dbl = 1;
+		argc--;
+	}
 	if (argc < 4 || argc > 5) {
-		fprintf(stderr, "usage: sgemm_rate M N K [REPS] [--json]\n");
+		fprintf(stderr, "usage: sgemm_rate M N K [REPS] [--double] "
+			"[--json]\n");
 		return 2;
 	}
 	if (parse_pos(argv[1], "M", &m) || parse_pos(argv[2], "N", &n) ||
@@ -89,9 +115,10 @@ int main(int argc, char **argv)
 	    (argc == 5 && parse_pos(argv[4], "REPS", &reps)))
 		return 2;
 
-	a = malloc(sizeof(*a) * (size_t)m * (size_t)k);
-	b = malloc(sizeof(*b) * (size_t)n * (size_t)k);
-	c = malloc(sizeof(*c) * (size_t)m * (size_t)n);
+	es = dbl ? sizeof(double) : sizeof(float);
+	a = malloc(es * (size_t)m * (size_t)k);
+	b = malloc(es * (size_t)n * (size_t)k);
+	c = malloc(es * (size_t)m * (size_t)n);
 	if (!a || !b || !c) {
 		fprintf(stderr, "sgemm_rate: out of memory for %ld x %ld x %ld\n",
 			m, n, k);
@@ -99,11 +126,15 @@ int main(int argc, char **argv)
 	}
 	fill(a, (size_t)m * (size_t)k, 1u);
 	fill(b, (size_t)n * (size_t)k, 2u);
+	if (dbl) {
+		widen(a, (size_t)m * (size_t)k);
+		widen(b, (size_t)n * (size_t)k);
+	}
 
 	/* The first call pays for thread start-up and page faults on C. */
-	time_one(m, n, k, a, b, c);
+	time_one(m, n, k, a, b, c, dbl);
 	for (r = 0; r < reps; r++) {
-		double t = time_one(m, n, k, a, b, c);
+		double t = time_one(m, n, k, a, b, c, dbl);
 
 		if (t < best)
 			best = t;
@@ -114,7 +145,8 @@ int main(int argc, char **argv)
 		       "\"best_s\": %.6f, \"gflops\": %.2f}\n",
 		       m, n, k, reps, best, gflops);
 	else
-		printf("sgemm %ld %ld %ld %.6f %.2f\n", m, n, k, best, gflops);
+		printf("%s %ld %ld %ld %.6f %.2f\n", dbl ? "dgemm" : "sgemm", m,
+		       n, k, best, gflops);
 	free(a);
 	free(b);
 	free(c);
