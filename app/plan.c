@@ -336,14 +336,16 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 	print_bytes(out, "backend fixed", in->work_fixed_bytes);
 	print_bytes(out, "peak per rank", p->peak_bytes);
 	print_bytes(out, "budget per rank", p->budget_bytes);
-	if (p->qalign > 0)
-		fprintf(out, "# query blocks in units of %" PRId64 " rows: "
-			"whole chunks of the output file, which each rank "
-			"writes with O_DIRECT\n", p->qalign);
-	if (p->balign > 0)
-		fprintf(out, "# base shards in units of %" PRId64 " columns: "
-			"whole chunks of the output file, which each rank "
-			"writes with O_DIRECT\n", p->balign);
+	for (int side = 0; side < 2; side++) {
+		int64_t unit = side ? p->balign : p->qalign;
+
+		if (unit > 0)
+			fprintf(out, "# %s in units of %" PRId64 " %s: whole "
+				"chunks of the output file (each rank can "
+				"write its own with O_DIRECT)\n",
+				side ? "base shards" : "query blocks", unit,
+				side ? "columns" : "rows");
+	}
 	if (p->split)
 		fprintf(out, "# self-join split over %d ranks: each holds "
 			"every query chunk and streams the whole base; of the "
