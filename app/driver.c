@@ -155,10 +155,16 @@ static void resident_start(xj_run *run)
 
 void driver_release(xj_run *run)
 {
-	if (run->resb != run->resq)
-		free(run->resb);
-	free(run->resq);
-	run->resq = run->resb = NULL;
+	driver_release_queries(run);
+	free(run->resb);
+	run->resb = NULL;
+}
+
+void driver_release_queries(xj_run *run)
+{
+	if (run->resq != run->resb)
+		free(run->resq);
+	run->resq = NULL;
 }
 
 /* Resident: every rank reads and checks its whole block and shard (the

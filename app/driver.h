@@ -80,6 +80,9 @@ int64_t driver_chunks_todo(const xj_run *run);
 int driver_validate(xj_run *run, xj_status *st);
 /* Free what driver_validate kept. */
 void driver_release(xj_run *run);
+/* Drop the resident query block only (run->resq NULL); a copy it shares
+ * with the base shard (a self-join) stays for the base. */
+void driver_release_queries(xj_run *run);
 /* Collective: flush the output and save the record, when due (rank 0
  * decides) or when now is set. Nothing before fingerprints are known. */
 int driver_checkpoint(xj_run *run, int now, xj_status *st);

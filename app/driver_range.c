@@ -271,11 +271,8 @@ int driver_range(xj_run *run, xj_status *st)
 	if (comm_agree(run->comm, st))
 		return st->code;
 	/* the resident query block is the plan's, not my round robin
-	 * chunks: read those instead (the base stays resident, and with it
-	 * the copy the two sides share, driver.c) */
-	if (run->resq != run->resb)
-		free(run->resq);
-	run->resq = NULL;
+	 * chunks: read those instead (the base stays resident) */
+	driver_release_queries(run);
 	if (!range_alloc(run, &rb, st))
 		range_open(run, &qin, &bin, st);
 	if (comm_agree(run->comm, st) ||
