@@ -251,10 +251,6 @@ int64_t cpu_tile_rows(int64_t rows, int threads);
  * symmetric path (fp32 candidates only); else 0. */
 int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 		    int64_t *len);
-/* gt (nb x na) = the transpose of g (na x nb), plus col[r] on g's row r
- * when col is given (one float addition). */
-void cpu_tile_transpose(const float *g, int64_t na, int64_t nb,
-			const float *col, float *gt);
 /* topk_add for such a chunk, or for any chunk of a part (cfg.parts > 1). */
 int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 		xj_status *st);

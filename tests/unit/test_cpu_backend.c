@@ -15,6 +15,7 @@
 #include "unit.h"
 #include "kernels/backend.h"
 #include "kernels/cpu_backend_int.h"
+#include "kernels/cpu_transpose.h"
 #include "kernels/metric.h"
 #include "testdata.h"
 
@@ -90,8 +91,8 @@ static void test_matrix_exact_pairs(void)
 	free(out);
 }
 
-/* The self-join's tile transpose (16 x 16 tiles in registers, the edges
- * one by one) against the definition, on every shape up to 70 x 70 and
+/* The host transpose of the self-join's tiles and the self matrix's
+ * blocks (16 x 16 tiles in registers, the edges one by one) against the definition, on every shape up to 70 x 70 and
  * with and without the column constants: the same bits. Outputs poisoned
  * first. */
 static void test_tile_transpose(void)
@@ -110,7 +111,7 @@ static void test_tile_transpose(void)
 		for (int64_t nb = 1; nb <= 70; nb += na < 17 ? 1 : 7)
 			for (int wc = 0; wc < 2; wc++) {
 				memset(gt, 0xff, 70 * 70 * sizeof(float));
-				cpu_tile_transpose(g, na, nb, wc ? col : NULL, gt);
+				cpu_transpose(g, na, nb, wc ? col : NULL, gt);
 				for (int64_t r = 0; r < na; r++)
 					for (int64_t j = 0; j < nb; j++) {
 						float want = g[r * nb + j];
