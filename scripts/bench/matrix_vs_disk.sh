@@ -198,8 +198,10 @@ printf '| %-14s | %9s | %6s | %9s | %12s | %s\n' tool seconds "GB/s" \
 printf '| %-14s | %9s | %6s | %9s | %12s | %s\n' ---- ------- ---- ----- \
 	------------ ------
 for tool in $tools; do
-	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]}" \
-		-v dx="${best[dd-direct]}" -v n=$bytes -v x="${extra[$tool]}" \
-		'BEGIN { printf "| %-14s | %9.2f | %6.3f | %8.0f%% | %11.0f%% | %s\n",
-			t, s, n / s / 1e9, 100 * d / s, 100 * dx / s, x }'
+	# a dd the --tools left out: "-" in its column
+	awk -v t="$tool" -v s="${best[$tool]}" -v d="${best[dd]:-}" \
+		-v dx="${best[dd-direct]:-}" -v n=$bytes -v x="${extra[$tool]}" \
+		'function of(r) { return r == "" ? "-" : sprintf("%.0f%%", 100 * r / s) }
+		BEGIN { printf "| %-14s | %9.2f | %6.3f | %9s | %12s | %s\n",
+			t, s, n / s / 1e9, of(d), of(dx), x }'
 done
