@@ -318,10 +318,10 @@ int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
 	if (grow_doubles(&c->mqq, &c->mqalloc, q->rows, "query norms", st) ||
 	    grow_doubles(&c->mbb, &c->mballoc, b->rows, "base norms", st))
 		return st->code;
-	/* on the caller's thread alone: the norms are a (rows)th of the
-	 * block's GEMM, and a team here would spin idle through the write
-	 * that follows (libgomp's wait after a region), 11% of the CPU
-	 * samples of a set's matrix with itself */
+	/* on the caller's thread alone: the norms cost about 1 / n of the
+	 * block's GEMM (n: the other side's rows), and a team here would
+	 * spin idle through the write that follows (libgomp's wait after a
+	 * region): 11% of the CPU samples of a set's matrix with itself */
 	bad = cpu_rows_prepare(m, q->x, q->rows, d, c->mqq, NULL, NULL, NULL,
 			       1);
 	if (bad >= 0)
