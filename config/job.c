@@ -2,7 +2,7 @@
  * job.c: defaults, cross-option checks and the printed table of a job.
  *
  * Checks of a single value (syntax, range) live with the option parser in
- * app/options_parse.c; the checks here need several options at once, so
+ * app/cli/options_parse.c; the checks here need several options at once, so
  * they run after every source (defaults, job file, command line) has been
  * applied.
  */

@@ -37,7 +37,7 @@ typedef enum xj_metric {
 	XJ_METRIC_IP,            /* inner product, larger is better */
 } xj_metric;
 
-/* --device: which backend the ranks may use (app/device.h decides). */
+/* --device: which backend the ranks may use (app/plan/device.h decides). */
 typedef enum xj_device_mode {
 	XJ_DEVICE_AUTO = 0,      /* a GPU on every rank when all have one */
 	XJ_DEVICE_GPU,           /* a GPU or an error */
@@ -48,7 +48,7 @@ typedef enum xj_device_mode {
  * rescored canonically whatever is chosen here; a lower precision only
  * widens the error bound (more candidates rescored). tf32 and fp16 run on
  * GPUs only, int8 on CPUs only; auto is resolved per backend before the
- * run (the GPU's auto is fp32; the CPU's: kernels/cpu_gemm.h). */
+ * run (the GPU's auto is fp32; the CPU's: kernels/cpu/cpu_gemm.h). */
 typedef enum xj_precision {
 	XJ_PREC_FP32 = 0,
 	XJ_PREC_TF32,

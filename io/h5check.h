@@ -14,7 +14,7 @@
  * with MPI_Error_string's text. Both must run right after the call: any
  * later HDF5 call clears the error stack.
  *
- * io/h5in.c, io/h5out.c and app/inspect*.c include this; the helpers
+ * io/h5in.c, io/h5out.c and app/inspect/inspect*.c include this; the helpers
  * are static inline so the header needs no .c file of its own.
  */
 #ifndef XJ_H5CHECK_H

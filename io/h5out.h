@@ -13,7 +13,7 @@
  * <path> only by h5out_finish, after every rank wrote and the file closed:
  * a file at the output path is always a finished result. h5out_abort
  * removes the partial file; h5out_suspend keeps it for h5out_reopen (an
- * interrupted run that is resumed later: app/resume.h).
+ * interrupted run that is resumed later: app/run/resume.h).
  *
  * Every function here is COLLECTIVE over the communicator given to
  * h5out_create and must be called by all its ranks with the same

@@ -1,6 +1,6 @@
 /*
  * listfile.h: the k-lists of a top-k round in progress, in a file beside
- * the partial output (the progress record, app/resume.h, names the file
+ * the partial output (the progress record, app/run/resume.h, names the file
  * and says which query and base rows the lists stand for).
  *
  * defines: listfile, listfile_write, listfile_open, listfile_read,

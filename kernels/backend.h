@@ -1,6 +1,6 @@
 /*
  * backend.h: the compute interface the driver sees. Two implementations:
- * CPU (BLAS + OpenMP, kernels/cpu_*.c) and CUDA (kernels/cuda/).
+ * CPU (BLAS + OpenMP, kernels/cpu/cpu_*.c) and CUDA (kernels/cuda/).
  *
  * defines: xj_backend, xj_backend_cfg, xj_rows, backend_cpu_create,
  *          backend_tile_bytes

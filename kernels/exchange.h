@@ -13,7 +13,7 @@
  * rank: (p-1)/p * rows * k * 12 bytes.
  *
  * The algorithm is separate from the transport that moves the lists:
- * app/comm.c provides one over MPI (host buffers), kernels/cuda one over
+ * app/run/comm.c provides one over MPI (host buffers), kernels/cuda one over
  * NCCL (device buffers). A transport that needs a start-up exchange of its
  * own (NCCL's unique id) gets it through an xj_group, which app/ also
  * provides, so that kernels never call MPI.

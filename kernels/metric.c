@@ -313,7 +313,7 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 }
 
 /*
- * The CPU's rounded rows (--precision bf16, int8; kernels/cpu_gemm.h).
+ * The CPU's rounded rows (--precision bf16, int8; kernels/cpu/cpu_gemm.h).
  * The rows are rounded on the host, so the input errors need no model:
  * qerr = |r(q) - q| and berr = |r(b) - b| are measured per row (upper
  * bounds computed in double), and E_in = qerr (B + berr) + Q berr as for

@@ -81,7 +81,7 @@ double metric_err_bound(xj_metric m, int64_t d, double qnorm, double bnorm);
 double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 			     double bnorm, xj_precision p);
 
-/* The bound for the CPU's bf16 or int8 candidate GEMM (kernels/cpu_gemm.h)
+/* The bound for the CPU's bf16 or int8 candidate GEMM (kernels/cpu/cpu_gemm.h)
  * on rows whose rounding errors |r(q) - q| <= qerr and |r(b) - b| <= berr
  * were measured when they were rounded; other p give metric_err_bound().
  * Monotone in every argument, so the largest bnorm and berr of a tile

@@ -37,7 +37,7 @@
  * takes); both backends check that at compile time. */
 #define SYM_BLOCK 512
 /* Fewer shared rows than this take the plain path: on the CPU the
- * tournament's barriers cost more than the GEMM saved. app/plan.c's
+ * tournament's barriers cost more than the GEMM saved. app/plan/plan.c's
  * SPLIT_MIN_ROWS is the same number. */
 #define SYM_MIN_ROWS (2 * SYM_BLOCK)
 

@@ -77,7 +77,7 @@ for f in build/xjoin build/tests/gpu/test_cuda_backend build/tests/contract_* bu
 	cp "$f" "$out/bin/"
 	elves+=("$out/bin/$(basename "$f")")
 done
-# the CUDA backend, next to xjoin (app/cuda_module.c looks there)
+# the CUDA backend, next to xjoin (app/plan/cuda_module.c looks there)
 if [ -f build/libxjoin_cuda.so ]; then
 	cp build/libxjoin_cuda.so "$out/bin/"
 	elves+=("$out/bin/libxjoin_cuda.so")

@@ -76,8 +76,8 @@ san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -ffp-contract=off -Wall
 	-Wextra -Wno-unknown-warning-option -Wno-string-concatenation
 	"-I$root" "-I$out" "${pcflags[@]}" "${san[@]}")
-srcs=(config/status.c config/job.c app/options_table.c app/options_parse.c
-      app/options_help.c config/config.c io/h5in.c kernels/metric.c)
+srcs=(config/status.c config/job.c app/cli/options_table.c app/cli/options_parse.c
+      app/cli/options_help.c config/config.c io/h5in.c kernels/metric.c)
 objs=()
 for src in "${srcs[@]}"; do
 	obj=$out/obj/$(basename "$src" .c).o

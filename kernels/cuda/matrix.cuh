@@ -5,7 +5,7 @@
  * defines: matrix_widen, matrix_verify_tile, matrix_tile
  *
  * Math: out[i][j] = metric_key_to_value(metric_key(q_i, b_j)), bit for bit
- * the CPU's. Two ways to it, as on the CPU (kernels/cpu_matrix.c):
+ * the CPU's. Two ways to it, as on the CPU (kernels/cpu/cpu_matrix.c):
  *
  *   verified   the rows widened to double (matrix_widen, exact), one
  *              cublasDgemm gives every pair's dot product p, and

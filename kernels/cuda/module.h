@@ -1,6 +1,6 @@
 /*
  * module.h: the CUDA backend as a loadable module (libxjoin_cuda.so), the
- * table of functions xjoin calls through after dlopen (app/cuda_module.c).
+ * table of functions xjoin calls through after dlopen (app/plan/cuda_module.c).
  *
  * defines: XJC_MODULE_ABI, XJC_MODULE_SYMBOL, xjc_module, xjc_module_get
  *
@@ -34,7 +34,7 @@ extern "C" {
 				    * MPI communicator; 5: xj_rows.tag */
 #define XJC_MODULE_SYMBOL "xjc_module_get"
 
-/* The functions of backend_cuda.h and nccl_transport.h app/device.c
+/* The functions of backend_cuda.h and nccl_transport.h app/plan/device.c
  * uses, with the same arguments and meaning. */
 struct xjc_module {
 	int abi;                /* XJC_MODULE_ABI of the module's build */

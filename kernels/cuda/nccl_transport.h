@@ -28,7 +28,7 @@
  * NCCL is loaded at run time (dlopen of $XJ_NCCL_LIBRARY, else
  * libnccl.so.2, version 2.18 or newer), so the program starts and runs
  * the MPI transport where NCCL is missing. NCCL refuses two ranks of one
- * communicator on the same GPU; the caller (app/device.c) only opens it
+ * communicator on the same GPU; the caller (app/plan/device.c) only opens it
  * when every rank has a GPU of its own.
  */
 #ifndef XJ_NCCL_TRANSPORT_H
@@ -57,7 +57,7 @@ int nccl_transport_is(const xj_transport *t);
 
 /* fatal(code, message) is called after the communicator was aborted on a
  * timeout or an error, and by nccl_transport_abandon; it should end the
- * job (app/device.c passes one that calls xj_abort). */
+ * job (app/plan/device.c passes one that calls xj_abort). */
 typedef void (*nccl_fatal_fn)(int code, const char *msg);
 void nccl_transport_on_fatal(xj_transport *t, nccl_fatal_fn fatal);
 

@@ -27,7 +27,7 @@
  * drains the buffer into a host block of exactly the pairs it holds. So a
  * range_add waits for the device only when the buffer may be full, and
  * the pairs of a chunk live on the host, where the planner counts them
- * (app/plan.h: m x PLAN_RANGE_PAIR_BYTES per query row; 16 bytes per pair
+ * (app/plan/plan.h: m x PLAN_RANGE_PAIR_BYTES per query row; 16 bytes per pair
  * in the blocks, then 12 once ordered).
  *
  * range_end drains what is left and orders the pairs on the host

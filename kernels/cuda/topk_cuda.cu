@@ -289,7 +289,7 @@ static int gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
 					      nb, CUBLAS_COMPUTE_32F,
 					      CUBLAS_GEMM_DEFAULT));
 		return XJ_OK;
-	case XJ_PREC_INT8:   /* CPU only; app/device.c never passes them */
+	case XJ_PREC_INT8:   /* CPU only; app/plan/device.c never passes them */
 	case XJ_PREC_AUTO:
 		break;
 	}

@@ -6,7 +6,7 @@
 #
 # Job: top-10, l2, ROWS x DIM Gaussian rows (`xjoin gen --seed 1`), one
 # rank with THREADS OpenMP threads (--np N: N ranks of THREADS / N threads;
-# the self-join is then split over them, app/plan.h):
+# the self-join is then split over them, app/plan/plan.h):
 #   self   xjoin topk -q A:/train -b A:/train -k 10
 #   plain  xjoin topk -q A:/train -b B:/train -k 10 --self   (B = copy of A)
 # Runs alternate (self, plain, self, plain, ...), each waits up to 10 s for
@@ -19,7 +19,7 @@
 #
 # --matrix: the full matrix instead (default 40,000 rows): the self run
 # computes the upper triangle of blocks and writes each block and its
-# transpose (app/driver_matrix.c); the bytes written are the same, so on a
+# transpose (app/driver/driver_matrix.c); the bytes written are the same, so on a
 # disk slower than the compute the ratio tends to 1: --out-dir /dev/shm
 # writes the outputs to memory and shows the compute's share.
 #

@@ -15,7 +15,7 @@
  *   (threads: OPENBLAS_NUM_THREADS)
  * Prints one line: "sgemm M N K best_s gflops" and the same as JSON when
  * the last argument is --json. --double times cblas_dgemm instead (the
- * matrix's double GEMM, kernels/cpu_matrix.c) and prints "dgemm ...".
+ * matrix's double GEMM, kernels/cpu/cpu_matrix.c) and prints "dgemm ...".
  */
 #define _POSIX_C_SOURCE 200809L
 

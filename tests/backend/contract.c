@@ -541,7 +541,7 @@ static const chunking self_chunks[] = {
 };
 
 /*
- * A split self-join (cfg.parts > 1, app/plan.h): every part's backend
+ * A split self-join (cfg.parts > 1, app/plan/plan.h): every part's backend
  * gets the same chunks and scores its share of the pairs; the merge of
  * the parts' lists (topk_merge, as the grid row's merge does) must be the
  * reference, for 2 and 3 parts, every metric, with and without threshold.

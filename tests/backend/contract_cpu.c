@@ -13,7 +13,7 @@
 
 #include "contract.h"
 #include "kernels/backend.h"
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 
 static xj_precision prec = XJ_PREC_FP32;
 

@@ -47,7 +47,7 @@ from slurm_cases import Checks, say  # noqa: E402  the same check log
 
 SKIP = 77
 PEER_TIMEOUT_S = 10
-# watch_bound_s (app/watch.c): timeout + interval + report delay + grace
+# watch_bound_s (app/run/watch.c): timeout + interval + report delay + grace
 # + 2, and slack for a loaded 2-core machine
 BOUND_S = PEER_TIMEOUT_S + 0.25 + 6 + 10 + 2
 SLACK_S = 8

@@ -5,7 +5,7 @@
  * defines: fuzz_h5_result, fuzz_h5_probe, fuzz_h5_read,
  *          fuzz_h5_no_open_ids
  *
- * The path is the one app/main.c and app/driver.c take for an input spec:
+ * The path is the one app/main.c and app/driver/driver.c take for an input spec:
  *
  *   h5in_parse_spec -> h5in_probe -> h5in_open -> h5in_read, slab by slab,
  *   over every row -> metric_check_rows for every metric -> h5in_close

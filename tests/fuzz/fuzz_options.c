@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "config/job.h"
-#include "app/options.h"
+#include "app/cli/options.h"
 #include "fuzz_util.h"
 
 #define FUZZ_DIVIDER "\n--ini--\n"

@@ -15,7 +15,7 @@
  *                  --gpu-mem-fraction of a "starved GPU" check, which
  *                  means the same on any device
  *   qchunk_rows, bchunk_rows   the plan at that fraction
- * The formula is the one xjoin plans with (app/plan.c plan_make_device on
+ * The formula is the one xjoin plans with (app/plan/plan.c plan_make_device on
  * kernels/cuda/backend_cuda.h's byte counts), all host code: with --free it
  * runs on any machine, which is how the dry run (gpu-check --plumbing)
  * evaluates it. Exit 0, 1 when no fraction <= 1 fits, 2 on bad arguments.
@@ -29,7 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "app/plan.h"
+#include "app/plan/plan.h"
 #include "config/job.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"

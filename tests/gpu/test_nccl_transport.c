@@ -34,7 +34,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "app/comm.h"
+#include "app/run/comm.h"
 #include "config/status.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"

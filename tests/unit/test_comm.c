@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/comm.h"
+#include "app/run/comm.h"
 #include "kernels/topk.h"
 
 static xj_comm comm;

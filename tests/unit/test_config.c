@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "config/job.h"
-#include "app/options.h"
+#include "app/cli/options.h"
 #include "config/config.h"
 
 #ifndef XJ_SOURCE_DIR

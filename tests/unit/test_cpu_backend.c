@@ -14,8 +14,8 @@
 
 #include "unit.h"
 #include "kernels/backend.h"
-#include "kernels/cpu_backend_int.h"
-#include "kernels/cpu_transpose.h"
+#include "kernels/cpu/cpu_backend_int.h"
+#include "kernels/cpu/cpu_transpose.h"
 #include "kernels/metric.h"
 #include "testdata.h"
 

@@ -1,6 +1,6 @@
 /*
  * test_cpu_gemm.c: the CPU's bf16 and int8 candidate GEMMs
- * (kernels/cpu_gemm.h) and their error bound (metric_err_bound_rows).
+ * (kernels/cpu/cpu_gemm.h) and their error bound (metric_err_bound_rows).
  *
  *   - rounding rows: bf16 is round to nearest even with results below
  *     2^-126 flushed to zero (checked against gemm_emul.h's rounding);
@@ -32,7 +32,7 @@
 
 #include "config/status.h"
 #include "kernels/backend.h"
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/metric.h"
 #define TESTDATA_SEED 0xc0de16b16ull
 #include "tests/unit/testdata.h"

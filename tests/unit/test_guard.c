@@ -1,4 +1,4 @@
-/* test_guard.c: the crash guard (app/guard.h), in child processes. */
+/* test_guard.c: the crash guard (app/run/guard.h), in child processes. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../app/guard.h"
+#include "../../app/run/guard.h"
 #include "../../config/status.h"
 #include "unit.h"
 

@@ -1,12 +1,12 @@
 /* test_inround.c: the rules of a round that starts from recorded k-lists
- * (app/inround.h), and the exactness they rest on: lists over disjoint
+ * (app/run/inround.h), and the exactness they rest on: lists over disjoint
  * base rows merge to the lists over their union. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/inround.h"
+#include "../../app/run/inround.h"
 #include "../../kernels/backend.h"
 #include "../../kernels/metric.h"
 #include "../../kernels/topk.h"

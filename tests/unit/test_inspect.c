@@ -1,5 +1,5 @@
 /*
- * test_inspect.c: `xjoin inspect` (app/inspect.h) on files written here
+ * test_inspect.c: `xjoin inspect` (app/inspect/inspect.h) on files written here
  * with the HDF5 API: sorted and broken topk rows, padding, ip, a matrix,
  * broken shapes, a file that is no result, missing and unreadable files,
  * unfinished runs (records written with resume_save), the options of the
@@ -21,10 +21,10 @@
 #include <hdf5.h>
 #include <mpi.h>
 
-#include "../../app/comm.h"
-#include "../../app/inspect.h"
-#include "../../app/options.h"
-#include "../../app/resume.h"
+#include "../../app/run/comm.h"
+#include "../../app/inspect/inspect.h"
+#include "../../app/cli/options.h"
+#include "../../app/run/resume.h"
 #include "testdata.h"
 #include "unit.h"
 

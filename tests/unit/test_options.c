@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "config/job.h"
-#include "app/options.h"
+#include "app/cli/options.h"
 #include "version.h"
 
 #define MAX_ARGS 64

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "unit.h"
-#include "app/plan.h"
+#include "app/plan/plan.h"
 
 static plan_in topk_in(int64_t n, int64_t m, int p, int64_t budget)
 {

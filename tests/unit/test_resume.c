@@ -1,5 +1,5 @@
 /* test_resume.c: progress spans, input fingerprints and the progress
- * record (app/resume.h). */
+ * record (app/run/resume.h). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../../app/resume.h"
+#include "../../app/run/resume.h"
 #include "testdata.h"
 #include "unit.h"
 

@@ -1,0 +1,80 @@
+/*
+ * comm.h: ranks, their grid, error agreement, and the top-k merge.
+ *
+ * defines: xj_comm, comm_init, comm_grid, comm_release, comm_agree,
+ *          comm_agree_errors,
+ *          comm_mpi_transport, comm_row_group, MPI_CHECK, xj_abort,
+ *          xj_log0
+ *
+ * The top-k merge of a grid row (kernels/exchange.h) runs over a
+ * transport; this file provides the MPI one (host buffers) and the group
+ * through which a device transport (NCCL) starts up, so that kernels
+ * never call MPI themselves.
+ */
+#ifndef XJ_COMM_H
+#define XJ_COMM_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "../../config/status.h"
+#include "../../kernels/exchange.h"
+
+typedef struct xj_comm {
+	MPI_Comm world;
+	int rank, nranks;
+	MPI_Comm node;          /* ranks sharing this host's memory */
+	int local_rank, local_size;
+	MPI_Comm row;           /* ranks of one grid row (same query block) */
+	int row_rank, row_size;
+	char host[256];
+} xj_comm;
+
+/* Fatal, unrecoverable: print and MPI_Abort(world, code). */
+_Noreturn void xj_abort(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Check an MPI call in app code: on failure print host, rank, file:line
+ * and MPI's own error text, then abort. */
+#define MPI_CHECK(call)                                                       \
+	do {                                                                  \
+		int mpi_rc_ = (call);                                         \
+		if (mpi_rc_ != MPI_SUCCESS)                                   \
+			comm_mpi_fatal(mpi_rc_, #call, __FILE__, __LINE__);    \
+	} while (0)
+_Noreturn void comm_mpi_fatal(int rc, const char *what, const char *file,
+			      int line);
+
+/* printf on rank 0 only (stdout), flushed. */
+void xj_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int comm_init(xj_comm *c, xj_status *st);
+/* Split world into grid rows of pc ranks (rank = row * pc + col). */
+int comm_grid(xj_comm *c, int pc, xj_status *st);
+void comm_release(xj_comm *c);
+
+/* Catch SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (batch systems' "stop soon"):
+ * the handler only records the signal; comm_agree turns it into an
+ * XJ_EXIT_INTERRUPTED status at the next chunk boundary. */
+void comm_watch_signals(void);
+/* The signal caught so far, or 0. */
+int comm_interrupted(void);
+
+/* Collective over world: every rank learns whether any rank failed. On
+ * failure all ranks return the same code and the message of the lowest
+ * failing rank (prefixed with its rank). Call it before every collective
+ * phase so one rank's error never leaves the others waiting. A caught
+ * signal counts as an error of this rank. */
+int comm_agree(xj_comm *c, xj_status *st);
+/* As comm_agree, but a caught signal is left to the next comm_agree: for
+ * steps that must finish once begun, such as recording progress. */
+int comm_agree_errors(xj_comm *c, xj_status *st);
+
+/* MPI transport over *comm (host buffers); *comm must outlive t. */
+void comm_mpi_transport(const MPI_Comm *comm, xj_transport *t);
+
+/* The group of this rank's grid row, for a transport's start-up (the
+ * NCCL id): its bcast0 is MPI_Bcast over c->row; c must outlive g. */
+void comm_row_group(const xj_comm *c, xj_group *g);
+
+#endif

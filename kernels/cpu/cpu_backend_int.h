@@ -1,0 +1,266 @@
+/*
+ * cpu_backend_int.h: what the files of the CPU backend share; private to
+ * kernels/cpu/cpu_*.c (the driver sees backend.h only).
+ *
+ * defines: cpu_backend, cpu_thread, cand, pend_ent, the tile sizes,
+ *          XJ_CLONES, cpu_of, lanes_key, and declares the functions one
+ *          file of the backend defines for another (cpu_ prefix)
+ *
+ *   cpu_backend.c  the xj_backend object: create, release, the vtable,
+ *                  the working-memory formula, allocation helpers
+ *   cpu_rows.c     the rows a call is given: shape check, canonical and
+ *                  float norms, normalised copies, bad rows
+ *   cpu_topk.c     top-k: GEMM tiles, the gate and its pruning, deferred
+ *                  rescoring, the exact lists
+ *   cpu_topk_sym.c top-k of a self-join: the rows a base chunk shares
+ *                  with the query chunk, each pair of tiles once
+ *   cpu_matrix.c   matrix blocks: dgemm values verified by their
+ *                  bound, canonical ones where it does not decide
+ *   cpu_range.c    range join: the top-k's GEMM tiles and gate, every
+ *                  pair within the threshold kept
+ *   cpu_gemm.c     top-k's candidate GEMM through oneDNN (cpu_gemm.h)
+ *
+ * The two functions defined here are static inline: cpu_of is the cast
+ * every file makes, and lanes_key runs per pair in the rescoring and per
+ * value in the matrix, where a call into another file would not be
+ * inlined.
+ */
+#ifndef XJ_CPU_BACKEND_INT_H
+#define XJ_CPU_BACKEND_INT_H
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+#include "cpu_gemm.h"
+#include "../metric_dgemm.h"
+
+/*
+ * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
+ * SkylakeX kernels): the TQ x TB float tile (1 MiB) stays in L2 between
+ * sgemm and scan; 256 x 1024 and 128 x 1024 ran 5-15% slower, 512 x 1024 and
+ * 1024 x 512 within noise of this.
+ */
+#define TQ_MAX 512      /* query rows per thread tile */
+#define TB 512          /* base rows per GEMM sub-tile */
+#define MW 16           /* base rows per vector block (lanes) */
+#define MQ 4            /* matrix: query rows per pass */
+#define MTQ 256         /* matrix: query rows per dgemm item (x TB base
+			 * rows: a 1 MiB double tile, as the float one) */
+/* Below this many row elements (or 4x as many pair-dimension products)
+ * a thread team costs more than it saves. */
+#define PAR_MIN_ELEMS (1 << 16)
+
+/*
+ * The project builds for x86-64-v2; these clones give the scan and the
+ * matrix kernel AVX2/AVX-512 code picked at load time. The clones do the
+ * same IEEE operations in the same order (no contraction), so the results
+ * are identical whichever runs.
+ */
+#if !defined(XJ_CLONES) && defined(__x86_64__) && defined(__GNUC__) && \
+	defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define XJ_CLONES __attribute__((target_clones("arch=x86-64-v4", \
+					       "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef XJ_CLONES
+#define XJ_CLONES       /* -DXJ_CLONES= builds the plain code only */
+#endif
+
+typedef struct cand {
+	float key;
+	int64_t idx;
+} cand;
+
+/*
+ * A pending pair of a query: chunk row j, bounds of its tile value and
+ * of its key (cpu_topk.c, "Deferred rescoring"); once rescored, up
+ * holds the canonical key.
+ */
+typedef struct pend_ent {
+	float up;          /* key upper bound, then the canonical key */
+	float lo;          /* lower bound of G - err, G the tile value */
+	int64_t j;
+} pend_ent;
+
+typedef struct cpu_thread {
+	float *g;          /* TQ_MAX x TB GEMM tile */
+	float *gt;         /* self-join: TB x TB transposed tile */
+	cand *cands;       /* cap rescored candidates */
+	float *vals;       /* 2 (k + cap) key bounds, while pruning */
+	double *bt;        /* matrix: d x MW transposed base block */
+	float *qpad;       /* matrix: MQ x d zero-padded query rows */
+	double *qd, *bd;   /* matrix: MTQ x d, TB x d rows in double */
+	double *gd;        /* matrix: MTQ x TB dgemm tile */
+	unsigned char *amb;  /* matrix: MTQ x TB, pairs left undecided */
+	double flops;
+	double rescored;   /* pairs rescored (candidates) */
+} cpu_thread;
+
+typedef struct cpu_backend {
+	xj_backend be;     /* first: the driver sees this */
+	xj_backend_cfg cfg;
+	int threads;
+	int64_t cap;       /* pending slots per query */
+	double gate0;      /* gate from the threshold, +inf without */
+	cpu_thread *th;
+	xj_precision prec; /* candidate GEMM (never auto) */
+	cpu_gemm *gemm;    /* oneDNN tiles; NULL: BLAS sgemm */
+	cpu_gemm_rows ql;  /* query chunk rounded for a bf16/int8 gemm */
+	cpu_gemm_rows bl;  /* base chunk likewise */
+	float *subemax;    /* largest base rounding error per TB sub-tile */
+
+	/* query chunk, between topk_begin and topk_end */
+	int active;
+	const float *qx;
+	int64_t qrows, qfirst, qalloc;
+	double *qq;        /* canonical squared norms */
+	float *qnorm;      /* float norms, for the error bounds */
+	float *qhat;       /* cosine: rows normalised in float */
+	double *gate;      /* approx-space gate per query */
+	float *ekey;       /* exact lists, qrows x k */
+	int64_t *eidx;
+	int64_t *ecount;
+	pend_ent *pend;    /* pending pairs, qrows x cap */
+	int64_t *npend;
+	int64_t *nkept;    /* pending pairs that survived the last prune */
+	float *kbound;     /* key bound behind the gate (cpu_topk.c) */
+
+	/* base chunk (topk_add) or matrix operands */
+	int64_t balloc;
+	double *bb;        /* canonical squared norms */
+	float *bn2;        /* float squared norms (l2 family) */
+	float *bnorm;      /* float norms */
+	float *bhat;       /* cosine: normalised rows */
+	float *submax;     /* largest bnorm per TB sub-tile */
+	float *ones;       /* TB ones: the constant row of cosine tiles */
+	int64_t mqalloc, mballoc;
+	double *mqq;       /* matrix: query squared norms */
+	double *mbb;       /* matrix: base squared norms */
+	struct cpu_range *range;   /* range join state (cpu_range.c) */
+	/* the queued matrix block, computed by mthread until matrix_wait */
+	int mqueued;       /* started, not yet waited for */
+	int mthreaded;     /* ... and computed by mthread */
+	pthread_t mthread;
+	xj_rows mq, mb;
+	float *mout;
+} cpu_backend;
+
+static inline cpu_backend *cpu_of(xj_backend *be)
+{
+	return (cpu_backend *)be;
+}
+
+/* Key from an accumulated sum, with the final operations of metric_key()
+ * (metric_dgemm.h's, which the CUDA matrix shares). */
+static inline float lanes_key(xj_metric m, double s, double qq, double bb)
+{
+	return metric_sum_key(m, s, qq, bb);
+}
+
+/* ---- cpu_backend.c ------------------------------------------------- */
+
+void *cpu_alloc_aligned(size_t bytes);
+int cpu_size_ok(int64_t rows, int64_t per_row);
+int cpu_oom(xj_status *st, const char *what, int64_t bytes);
+
+/* ---- cpu_rows.c ---------------------------------------------------- */
+
+int cpu_check_rows_arg(const cpu_backend *c, const xj_rows *r,
+		       const char *what, xj_status *st);
+int64_t cpu_rows_prepare(xj_metric m, const float *x, int64_t rows,
+			 int64_t d, double *n2, float *fn2, float *fnorm,
+			 float *hat, int threads);
+int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
+		int64_t first_row, xj_status *st);
+/* Query chunk q's norms and normalised copy into c->qq, qnorm, qhat
+ * (reserved for q->rows); a bad row is an error naming it. */
+int cpu_query_prepare(cpu_backend *c, const xj_rows *q, xj_status *st);
+
+/* ---- cpu_topk.c ---------------------------------------------------- */
+
+void cpu_free_query(cpu_backend *c);
+void cpu_free_base(cpu_backend *c);
+int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st);
+/* Check base chunk b; unless it or the query chunk is empty, its norms,
+ * normalised copy and sub-tile maxima (c->bb ...). */
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st);
+/* After cpu_query_prepare: the query rows rounded for a bf16 or int8
+ * candidate GEMM (nothing in fp32). */
+int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st);
+/* The GEMM tile of query rows [i0, i1) against the TB-row sub-tile of b
+ * at j0, into t->g (returns its columns); its error bound and offset
+ * (cpu_topk.c's file comment) and the rounding up they are compared
+ * with. */
+int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b, int64_t j0, int64_t *nb, xj_status *st);
+double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s);
+double cpu_row_offset(const cpu_backend *c, int64_t i);
+float cpu_float_up(double x);
+/* Run fn on every query tile [i0, i1) of the chunk against base chunk b,
+ * the tiles spread over the threads (a team when the chunk is worth it);
+ * adds the GEMM FLOPs and rescored pairs. fn returns a status; the first
+ * failure's status is returned and the tiles not yet started are
+ * skipped. */
+typedef int (*cpu_tile_fn)(cpu_backend *c, cpu_thread *t, int64_t i0,
+			   int64_t i1, const xj_rows *b, xj_status *st);
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
+		  xj_status *st);
+
+/* ---- cpu_range.c --------------------------------------------------- */
+
+int cpu_range_begin(xj_backend *be, const xj_rows *q, xj_status *st);
+int cpu_range_add(xj_backend *be, const xj_rows *b, xj_status *st);
+int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st);
+int cpu_range_take(xj_backend *be, int64_t *idx, float *val,
+		   xj_status *st);
+void cpu_range_free(cpu_backend *c);
+/* for cpu_topk_sym.c (cpu_topk.c): scan row i of a tile (columns j0 ..
+ * j0 + nb of the chunk, inside one TB sub-tile), prune, rescore and merge;
+ * a thread's query tile against the chunk rows [jb, je); the rescoring of
+ * a tile's survivors once the chunk is done; query rows per tile */
+#define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, const xj_rows *b);
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
+/* Scan a self-join's pair tile g (na x nb: the scaled dot products of
+ * chunk rows [ja, ja + na) with rows [jb, jb + nb), a different TB
+ * sub-tile each) for both sides in one pass: row r is query ja + r + off
+ * against base rows jb.. with values g[r][k] + cb[k], column k query
+ * jb + k + off against base rows ja.. with values g[r][k] + ca[r] (ca,
+ * cb NULL: no constant). Returns 0, scanning nothing, when one of those
+ * queries has no gate yet (cpu_scan_row seeds it). */
+int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
+		  int64_t na, int64_t jb, int64_t nb, int64_t off,
+		  const float *ca, const float *cb, const xj_rows *b);
+int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st);
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b);
+int64_t cpu_tile_rows(int64_t rows, int threads);
+
+/* ---- cpu_topk_sym.c ------------------------------------------------ */
+
+/* Rows of the base chunk b that are also query rows, [*b0, *b0 + *len)
+ * in b's rows, when a self-join shares enough of them to be worth the
+ * symmetric path (fp32 candidates only); else 0. */
+int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
+		    int64_t *len);
+/* topk_add for such a chunk, or for any chunk of a part (cfg.parts > 1). */
+int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
+		xj_status *st);
+
+/* ---- cpu_matrix.c -------------------------------------------------- */
+
+int cpu_matrix_start(xj_backend *be, const xj_rows *q, const xj_rows *b,
+		     float *out, xj_status *st);
+int cpu_matrix_wait(xj_backend *be, xj_status *st);
+float *cpu_block_alloc(xj_backend *be, int64_t n, xj_status *st);
+void cpu_block_free(xj_backend *be, float *p);
+
+#endif

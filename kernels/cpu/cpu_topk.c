@@ -1,0 +1,1117 @@
+/*
+ * cpu_topk.c: top-k on the CPU backend: float32 GEMM candidates +
+ * canonical rescoring into exact lists.
+ *
+ * Top-k. For a query chunk Q (n x d) and each streamed base chunk B
+ * (m x d), every thread owns a tile of up to TQ_MAX query rows and walks
+ * B in sub-tiles of TB rows:
+ *
+ *   G = alpha Q_tile B_sub^T + C                  cblas_sgemm, TQ x TB
+ *     l2, sqeuclidean: alpha = -2, C[i][j] = |b_j|^2 (float)
+ *     cosine:          alpha = -1, C = 1, rows normalised in float
+ *     ip:              alpha = -1, C = 0
+ *   keep (i, j) when G[i][j] <= T_i = up(gate_i - c_i + err_i)
+ *
+ * with c_i = |q_i|^2 for the l2 family and 0 otherwise, so G + c_i is the
+ * approx-space value (metric.h); err_i = metric_err_bound() with the
+ * largest base norm of the sub-tile bounds |G + c_i - exact|; gate_i is
+ * the approx-space gate (metric_gate_approx) of the query's k-th exact
+ * key, or of the threshold; up() rounds up to float. So no pair whose
+ * canonical key could still enter the top-k is ever dropped, however the
+ * GEMM rounds.
+ *
+ * Kept pairs are pushed on the query's pending list with two bounds
+ * derived from their tile value g and the sub-tile's err_i, and are not
+ * rescored yet ("Deferred rescoring" below): the gate tightens from the
+ * bounds alone, pending pairs the tighter gate rules out are dropped, and
+ * only the survivors are rescored, at the end of the chunk (or when
+ * pruning a full list frees less than a quarter of it), with the
+ * arithmetic of metric_key() (double, index order; one SIMD lane per
+ * pair, MW pairs of any of the tile's queries per batch) and merged into
+ * the query's exact list by (key, index). A query with no gate yet is
+ * seeded with the best approx pair of each of k column groups, pushed and
+ * pruned at once, so the first sub-tile does not push everything. The
+ * lists are the exact canonical top-k: identical for any chunking of Q
+ * and B, any thread count, any tile size.
+ *
+ * Deferred rescoring. Write s for a pair's canonical double score before
+ * its final rounding (l2: before the sqrt) and a = g + c_i for its
+ * approx value; metric_err_bound() gives |a - s| <= err_i (metric.c: its
+ * factor 2 absorbs the double error of the canonical path; this is what
+ * the scan test above already relies on). Per pending pair we store
+ *   up = float_up(s+)     l2: float_up(sqrt(s+))
+ *   lo = float_down(g - err_i - slack)
+ * with s+ = g + c_i + err_i + slack, the slack 2^-40 (|g| + c_i + err_i)
+ * covering the roundings of these few double operations. The key is s
+ * rounded to nearest (l2: after a correctly rounded sqrt), and rounding
+ * and sqrt are monotone, so key <= up. Then:
+ *  1. Let K be the k-th smallest of the query's exact keys and its
+ *     pending pairs' up (all distinct pairs; kth_smallest() finds it).
+ *     At least k pairs seen so far have key <= K, so a pair with key > K
+ *     is beaten by k pairs in the (key, index) order and can never be in
+ *     the top-k; metric_gate_approx(K) is then a valid gate exactly as
+ *     the k-th exact key's is. That stays true for the rest of the query
+ *     chunk, whatever becomes of those k pairs, so gate_i (the smallest
+ *     of the threshold's gate and every such gate) only decreases;
+ *     kbound keeps the K behind it.
+ *  2. A pending pair with lo > float_up(gate_i - c_i + slack) has
+ *     g + c_i - err_i > gate_i, hence s > gate_i and key > K (or above
+ *     the threshold): the scan's own test, with the error bound moved to
+ *     the other side. It is dropped. Every pair that can still be in
+ *     the top-k is rescored before its chunk ends.
+ * Pruning costs O(k + pending) compares and no base row reads; a prune
+ * runs when k/2 + 1 pairs arrived since the last one (after a sub-tile)
+ * or when the list is full.
+ *
+ * Costs per base element: 2d GEMM FLOPs, one float compare in the scan.
+ * Per kept pair: a few double operations for its bounds, O(1) amortised
+ * in the prunes; about k (1 + ln(m / k)) kept pairs per query and chunk.
+ * Per survivor (about k + the pairs within 2 err_i of the k-th key per
+ * query and chunk): 3d double FLOPs and a base row read (4d bytes,
+ * usually from DRAM). At k = 100, m = 1e5 that is ~100 rescored pairs
+ * per query instead of ~900. The G tile (TQ_MAX x TB x 4 = 1 MiB) stays
+ * in L2 between sgemm and scan; base rows are read once per query tile
+ * (4 m d n / TQ_MAX bytes per chunk pair).
+ *
+ * Precision (cfg->precision, resolved by cpu_gemm_resolve): with bf16 or
+ * int8 the tile G comes from oneDNN (cpu_gemm.h) on rows rounded once per
+ * chunk (topk_begin, topk_add), and err_i is metric_err_bound_rows() with
+ * the query's and the sub-tile's largest measured rounding errors; the
+ * rest is as above, so the lists are the fp32 lists, bit for bit.
+ *
+ * Threads: OpenMP over query tiles; OpenBLAS is set to one thread so each
+ * OpenMP thread runs its own sgemm calls. A thread owns whole query rows,
+ * so the selection state needs no locks.
+ *
+ * topk_begin keeps a pointer to the query rows; they must stay valid and
+ * unchanged until topk_end. Base rows are only used inside topk_add.
+ *
+ * Self-joins: a base chunk that shares rows with the query chunk goes to
+ * cpu_topk_sym.c, which scores each pair of those rows once and feeds
+ * both lists through cpu_scan_row and the same pending lists.
+ */
+#include "cpu_backend_int.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../metric.h"
+#include "../topk.h"
+
+#define SCAN_W 32       /* scan block: elements tested before a branch */
+
+/* ---- rescoring lanes ----------------------------------------------- */
+
+/*
+ * W pairs (rescoring): lane w is query row qx + qo[w] against base row
+ * bx + bo[w], read where they lie, one element of each per step, instead
+ * of being transposed first (as the matrix's lanes are, cpu_matrix.c,
+ * which accumulate the same way: metric_key()'s operations in index
+ * order, so the same bits). The pairs of a batch come from different
+ * queries, so the W dependency chains are independent. Two widths: MW,
+ * and RW4 for the few pairs left at the end of a batch.
+ */
+#define RW4 4
+#define LANES_PAIRS(name, W, update)					\
+XJ_CLONES								\
+static void name(const float *qx, const int64_t *qo, const float *bx,	\
+		 const int64_t *bo, int64_t d, double *acc)		\
+{									\
+	double a[W] = { 0 };						\
+									\
+	for (int64_t i = 0; i < d; i++) {				\
+		for (int w = 0; w < W; w++) {				\
+			double qv = qx[qo[w] + i];			\
+			double bv = bx[bo[w] + i];			\
+									\
+			update;						\
+		}							\
+	}								\
+	memcpy(acc, a, sizeof(a));					\
+}
+
+LANES_PAIRS(pairs_sqdist, MW, double t = qv - bv; a[w] += t * t)
+LANES_PAIRS(pairs_sqdist4, RW4, double t = qv - bv; a[w] += t * t)
+LANES_PAIRS(pairs_dot, MW, a[w] += qv * bv)
+LANES_PAIRS(pairs_dot4, RW4, a[w] += qv * bv)
+
+/* ---- selection state ---------------------------------------------- */
+
+void cpu_free_query(cpu_backend *c)
+{
+	free(c->qq);
+	free(c->qnorm);
+	free(c->qhat);
+	free(c->gate);
+	free(c->ekey);
+	free(c->eidx);
+	free(c->ecount);
+	free(c->pend);
+	free(c->npend);
+	free(c->nkept);
+	free(c->kbound);
+	cpu_gemm_rows_free(&c->ql);
+	c->qq = NULL;
+	c->qnorm = NULL;
+	c->qhat = NULL;
+	c->gate = NULL;
+	c->ekey = NULL;
+	c->eidx = NULL;
+	c->ecount = NULL;
+	c->pend = NULL;
+	c->npend = NULL;
+	c->nkept = NULL;
+	c->kbound = NULL;
+	c->qalloc = 0;
+}
+
+/* The candidate GEMM reads rows rounded to bf16 or int8. */
+static int lowp(const cpu_backend *c)
+{
+	return c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8;
+}
+
+static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t k = c->cfg.k, d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->qalloc)
+		return XJ_OK;
+	if (!cpu_size_ok(rows, 8 * (2 * c->cap + k + d + 8)))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cpu backend: %lld query rows: selection state too large",
+			       (long long)rows);
+	cpu_free_query(c);
+	c->qq = malloc((size_t)rows * sizeof(double));
+	c->qnorm = malloc((size_t)rows * sizeof(float));
+	c->qhat = cosine ? cpu_alloc_aligned((size_t)(rows * d) *
+					     sizeof(float)) : NULL;
+	c->gate = malloc((size_t)rows * sizeof(double));
+	c->ekey = malloc((size_t)(rows * k) * sizeof(float));
+	c->eidx = malloc((size_t)(rows * k) * sizeof(int64_t));
+	c->ecount = malloc((size_t)rows * sizeof(int64_t));
+	c->pend = malloc((size_t)(rows * c->cap) * sizeof(pend_ent));
+	c->npend = malloc((size_t)rows * sizeof(int64_t));
+	c->nkept = malloc((size_t)rows * sizeof(int64_t));
+	c->kbound = malloc((size_t)rows * sizeof(float));
+	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
+	    !c->ekey || !c->eidx || !c->ecount || !c->pend ||
+	    !c->npend || !c->nkept || !c->kbound ||
+	    (lowp(c) && cpu_gemm_rows_reserve(&c->ql, c->prec, rows, d))) {
+		cpu_free_query(c);
+		return cpu_oom(st, "the query selection state",
+			       backend_cpu_work_bytes(&c->cfg, rows,
+						      c->threads));
+	}
+	c->qalloc = rows;
+	return XJ_OK;
+}
+
+void cpu_free_base(cpu_backend *c)
+{
+	free(c->bb);
+	free(c->bn2);
+	free(c->bnorm);
+	free(c->bhat);
+	free(c->submax);
+	free(c->subemax);
+	cpu_gemm_rows_free(&c->bl);
+	c->subemax = NULL;
+	c->bb = NULL;
+	c->bn2 = NULL;
+	c->bnorm = NULL;
+	c->bhat = NULL;
+	c->submax = NULL;
+	c->balloc = 0;
+}
+
+static int base_reserve(cpu_backend *c, int64_t rows, xj_status *st)
+{
+	int64_t d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+
+	if (rows <= c->balloc)
+		return XJ_OK;
+	if (!cpu_size_ok(rows, 4 * d + 32))
+		return xj_fail(st, XJ_EXIT_RESOURCE,
+			       "cpu backend: %lld base rows: norms too large",
+			       (long long)rows);
+	cpu_free_base(c);
+	c->bb = malloc((size_t)rows * sizeof(double));
+	c->bn2 = cpu_alloc_aligned((size_t)rows * sizeof(float));
+	c->bnorm = malloc((size_t)rows * sizeof(float));
+	c->bhat = cosine ? cpu_alloc_aligned((size_t)(rows * d) *
+					     sizeof(float)) : NULL;
+	c->submax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+	c->subemax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+	if (!c->bb || !c->bn2 || !c->bnorm || (cosine && !c->bhat) ||
+	    !c->submax || !c->subemax ||
+	    (lowp(c) && cpu_gemm_rows_reserve(&c->bl, c->prec, rows, d))) {
+		cpu_free_base(c);
+		return cpu_oom(st, "base norms", rows * (int64_t)(8 + 4 + 4 +
+				(cosine ? 4 * d : 0)));
+	}
+	c->balloc = rows;
+	return XJ_OK;
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const cand *a = pa, *b = pb;
+
+	if (topk_less(a->key, a->idx, b->key, b->idx))
+		return -1;
+	if (topk_less(b->key, b->idx, a->key, a->idx))
+		return 1;
+	return 0;
+}
+
+/*
+ * Merge n sorted new entries into the sorted list key/idx of ne entries,
+ * keeping the best k, in place from the back: the largest of the union
+ * are dropped first, then entries move only if a new one goes before
+ * them. Returns the new length.
+ */
+static int64_t merge_sorted(float *key, int64_t *idx, int64_t ne,
+			    const cand *nw, int64_t n, int64_t k)
+{
+	int64_t total = ne + n < k ? ne + n : k;
+	int64_t a = ne - 1, b = n - 1;
+
+	for (int64_t drop = ne + n - total; drop > 0; drop--) {
+		if (b >= 0 && (a < 0 || topk_less(key[a], idx[a], nw[b].key,
+						  nw[b].idx)))
+			b--;
+		else
+			a--;
+	}
+	for (int64_t o = total - 1; b >= 0; o--) {
+		if (a >= 0 && topk_less(nw[b].key, nw[b].idx, key[a], idx[a])) {
+			key[o] = key[a];
+			idx[o] = idx[a--];
+		} else {
+			key[o] = nw[b].key;
+			idx[o] = nw[b--].idx;
+		}
+	}
+	return total;
+}
+
+/*
+ * A batch of up to MW pending pairs, possibly of different queries,
+ * rescored together; each key lands in its pending slot's up.
+ */
+typedef struct pair_batch {
+	int64_t n;
+	int64_t qo[MW], bo[MW];   /* element offsets of the rows */
+	int64_t qi[MW], bj[MW];   /* query row, chunk row */
+	int64_t slot[MW];         /* index into pend */
+} pair_batch;
+
+static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
+{
+	xj_metric m = c->cfg.metric;
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	double acc[MW];
+	int64_t n = pb->n;
+
+	if (n == 0)
+		return;
+	/* lanes past n repeat lane 0; their results are not used */
+	for (int64_t w = n; w < MW; w++) {
+		pb->qo[w] = pb->qo[0];
+		pb->bo[w] = pb->bo[0];
+	}
+	if (n <= RW4 && sq)
+		pairs_sqdist4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else if (n <= RW4)
+		pairs_dot4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else if (sq)
+		pairs_sqdist(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	else
+		pairs_dot(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	for (int64_t w = 0; w < n; w++)
+		c->pend[pb->slot[w]].up = lanes_key(m, acc[w], c->qq[pb->qi[w]],
+						 c->bb[pb->bj[w]]);
+	pb->n = 0;
+}
+
+/* Add the pending pairs of query i to the batch, scoring full batches. */
+static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
+			    const xj_rows *b)
+{
+	int64_t d = c->cfg.d;
+
+	for (int64_t p = 0; p < c->npend[i]; p++) {
+		int64_t slot = i * c->cap + p, j = c->pend[slot].j;
+
+		pb->qo[pb->n] = i * d;
+		pb->bo[pb->n] = j * d;
+		pb->qi[pb->n] = i;
+		pb->bj[pb->n] = j;
+		pb->slot[pb->n++] = slot;
+		if (pb->n == MW)
+			batch_score(c, pb, b);
+	}
+}
+
+/*
+ * Merge the rescored pending pairs of query i into its exact list; then
+ * tighten its gate. Exact for any pending content: the list is the best
+ * k by (key, index) of everything seen.
+ */
+static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
+			const xj_rows *b)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	int64_t k = cfg->k;
+	const pend_ent *pend = c->pend + i * c->cap;
+	float *ekey = c->ekey + i * k;
+	int64_t *eidx = c->eidx + i * k;
+	int64_t ne = c->ecount[i];
+	int64_t n = 0;
+
+	t->rescored += (double)c->npend[i];
+
+	for (int64_t p = 0; p < c->npend[i]; p++) {
+		int64_t gj = b->first_row + pend[p].j;
+		float key = pend[p].up;
+
+		if (cfg->has_threshold && !(key <= cfg->threshold_key))
+			continue;
+		if (ne == k && !topk_less(key, gj, ekey[k - 1], eidx[k - 1]))
+			continue;
+		t->cands[n].key = key;
+		t->cands[n].idx = gj;
+		n++;
+	}
+	c->npend[i] = 0;
+	c->nkept[i] = 0;
+	if (n == 0)
+		return;
+	qsort(t->cands, (size_t)n, sizeof(cand), cand_cmp);
+	n = merge_sorted(ekey, eidx, ne, t->cands, n, k);
+	c->ecount[i] = n;
+	if (n == k && ekey[k - 1] < c->kbound[i]) {
+		double g = metric_gate_approx(cfg->metric, ekey[k - 1]);
+
+		/* every gate ever derived stays valid: keep the tightest */
+		c->kbound[i] = ekey[k - 1];
+		if (g < c->gate[i])
+			c->gate[i] = g;
+	}
+}
+
+/* Rescore and merge the pending pairs of query i alone. */
+static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
+			const xj_rows *b)
+{
+	pair_batch pb;
+
+	pb.n = 0;
+	batch_add_query(c, &pb, i, b);
+	batch_score(c, &pb, b);
+	query_merge(c, t, i, b);
+}
+
+/*
+ * Rescore and merge the pending pairs of the queries [i0, i1) that have
+ * at least min_pend of them, in shared batches: many short pending lists
+ * cost no more than one long one.
+ */
+static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		       int64_t min_pend, const xj_rows *b)
+{
+	pair_batch pb;
+
+	pb.n = 0;
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i] && c->npend[i] >= min_pend)
+			batch_add_query(c, &pb, i, b);
+	batch_score(c, &pb, b);
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i] && c->npend[i] >= min_pend)
+			query_merge(c, t, i, b);
+}
+
+/* ---- deferred rescoring -------------------------------------------- */
+
+static int float_cmp(const void *pa, const void *pb)
+{
+	float a = *(const float *)pa, b = *(const float *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* Smallest float >= x (x finite or +inf). */
+static float float_up(double x)
+{
+	float f = (float)x;
+
+	if ((double)f < x)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+
+/* Largest float <= x (x finite or -inf). */
+static float float_down(double x)
+{
+	float f = (float)x;
+
+	if ((double)f > x)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+/* c_i of the file comment: the part of the approx value sgemm leaves out. */
+static double row_offset(const cpu_backend *c, int64_t i)
+{
+	xj_metric m = c->cfg.metric;
+
+	return m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ? c->qq[i] : 0;
+}
+
+/* Error bound of the tile values of query i against sub-tile s (its
+ * largest float base norm, and rounding error for bf16/int8). */
+static double row_err(const cpu_backend *c, int64_t i, int64_t s)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : c->submax[s];
+
+	if (lowp(c))
+		return metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
+					     c->ql.err[i], c->subemax[s],
+					     c->prec);
+	return metric_err_bound(c->cfg.metric, c->cfg.d, qn, bn);
+}
+
+/* x plus a relative 2^-40 of mag: covers the rounding of the few double
+ * operations that computed x from terms of total magnitude mag. */
+static double slack_up(double x, double mag)
+{
+	return x + mag * 0x1p-40;
+}
+
+/*
+ * Bounds of a pair with tile value g, for query offset off and error
+ * bound err (file comment): the canonical double score is <= g + off +
+ * err; the key is that score rounded to nearest (l2: after a correctly
+ * rounded sqrt), both monotone, so key <= up.
+ */
+static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
+			    double err)
+{
+	double u = slack_up((double)g + off + err, fabs((double)g) + off + err);
+	pend_ent e;
+
+	if (m == XJ_METRIC_L2)
+		u = sqrt(u > 0 ? u : 0);
+	e.up = float_up(u);
+	e.lo = float_down(-slack_up(err - (double)g, err + fabs((double)g)));
+	e.j = j;
+	return e;
+}
+
+/*
+ * A value K with at least k of the n values v (distinct pairs' key
+ * bounds, finite or +inf) <= K, as small as the values allow: the k-th
+ * smallest, found without sorting them all. The values below hi (an
+ * upper bound on the answer) are counted into NBINS bins by a monotone
+ * map; the bin where the count reaches k is sorted alone. Returns hi
+ * when fewer than k values lie below it.
+ */
+#define NBINS 64
+static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
+			  float *scratch)
+{
+	int64_t cnt[NBINS] = { 0 }, below = 0, nb = 0, bin;
+	float lo = hi, kth = -INFINITY;
+	double scale;
+
+	for (int64_t p = 0; p < n; p++)
+		if (v[p] < hi) {
+			below++;
+			lo = v[p] < lo ? v[p] : lo;
+		}
+	if (below < k)
+		return hi;
+	/* (hi - lo) is finite, or hi = +inf: everything in bin 0 */
+	scale = hi == INFINITY ? 0 : NBINS / ((double)hi - lo);
+	if (!(scale < INFINITY))
+		scale = 0;    /* hi - lo subnormal */
+	for (int64_t p = 0; p < n; p++)
+		if (v[p] < hi) {
+			bin = (int64_t)(((double)v[p] - lo) * scale);
+			cnt[bin < NBINS ? bin : NBINS - 1]++;
+		}
+	for (bin = 0; k > cnt[bin]; bin++)
+		k -= cnt[bin];
+	/* k-th smallest of bin `bin`, and the largest of the bins below */
+	for (int64_t p = 0; p < n; p++) {
+		int64_t b;
+
+		if (!(v[p] < hi))
+			continue;
+		b = (int64_t)(((double)v[p] - lo) * scale);
+		b = b < NBINS ? b : NBINS - 1;
+		if (b == bin)
+			scratch[nb++] = v[p];
+		else if (b < bin && v[p] > kth)
+			kth = v[p];
+	}
+	qsort(scratch, (size_t)nb, sizeof(float), float_cmp);
+	return scratch[k - 1] > kth ? scratch[k - 1] : kth;
+}
+
+/*
+ * Tighten the gate of query i from its pending pairs without rescoring
+ * them, then drop the pending pairs the tighter gate rules out (file
+ * comment, "Deferred rescoring").
+ */
+void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
+{
+	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
+	pend_ent *pend = c->pend + i * c->cap;
+	float *v = t->vals, kth;
+	double gate, off = row_offset(c, i);
+	float thr;
+
+	if (ne + np >= k) {
+		memcpy(v, c->ekey + i * k, (size_t)ne * sizeof(float));
+		for (int64_t p = 0; p < np; p++)
+			v[ne + p] = pend[p].up;
+		kth = kth_smallest(v, ne + np, k, c->kbound[i], v + ne + np);
+		if (kth < c->kbound[i]) {
+			c->kbound[i] = kth;
+			gate = metric_gate_approx(c->cfg.metric, kth);
+			if (gate < c->gate[i])
+				c->gate[i] = gate;
+		}
+	}
+	gate = c->gate[i];
+	thr = float_up(slack_up(gate - off, fabs(gate) + off));
+	for (int64_t p = 0; p < np; p++)
+		if (pend[p].lo <= thr)
+			pend[keep++] = pend[p];
+	c->npend[i] = keep;
+	c->nkept[i] = keep;
+}
+
+/* ---- the scan ------------------------------------------------------ */
+
+/*
+ * First block start j >= from holding an element with g[j] <= t, or the
+ * start of the tail too short for a block. A hit lies in [j, j + SCAN_W);
+ * the caller checks those elements one by one.
+ */
+XJ_CLONES
+static int64_t scan_block(const float *g, float t, int64_t from, int64_t n)
+{
+	int64_t j = from;
+
+	for (; j + SCAN_W <= n; j += SCAN_W) {
+		int any = 0;
+
+		for (int w = 0; w < SCAN_W; w++)
+			any |= g[j + w] <= t;
+		if (any)
+			return j;
+	}
+	return j;
+}
+
+/* Bit w set when g[w] <= t, for a block of SCAN_W elements. */
+XJ_CLONES
+static uint32_t scan_hits(const float *g, float t)
+{
+	uint32_t hits = 0;
+
+	for (int w = 0; w < SCAN_W; w++)
+		hits |= (uint32_t)(g[w] <= t) << w;
+	return hits;
+}
+
+/* Scan threshold T_i of query i against a sub-tile whose largest base
+ * norm is bmax (see the file comment). */
+static float row_threshold(const cpu_backend *c, int64_t i, double err)
+{
+	double gate = c->gate[i];
+
+	if (gate == INFINITY)
+		return INFINITY;
+	return float_up(gate - row_offset(c, i) + err);
+}
+
+/*
+ * Push chunk row j, tile value g, as a candidate of query i (off, err:
+ * its offset and error bound). A full list is pruned, and rescored only
+ * when pruning freed less than a quarter of it. Returns 1 when the gate
+ * may have moved.
+ */
+static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
+		      float g, double off, double err, const xj_rows *b)
+{
+	if (c->cfg.self && b->first_row + j == c->qfirst + i)
+		return 0;
+	c->pend[i * c->cap + c->npend[i]++] =
+		pend_bounds(c->cfg.metric, j, g, off, err);
+	if (c->npend[i] < c->cap)
+		return 0;
+	cpu_query_prune(c, t, i);
+	if (c->npend[i] > c->cap - c->cap / 4)
+		query_flush(c, t, i, b);
+	return 1;
+}
+
+/*
+ * A query without any gate yet (no threshold, fewer than k key bounds)
+ * would push every element until its first prune. Seed it instead: the
+ * smallest approx value of each of k column groups is pushed and pruned
+ * at once, which gives k key bounds and a gate near the final one
+ * without rescoring anything. Any seeds keep the selection exact; good
+ * ones only make it cheaper. Seeded columns are set to NaN in g so that
+ * the scan does not push them again.
+ */
+static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		     int64_t j0, int64_t nb, double err, const xj_rows *b)
+{
+	double off = row_offset(c, i);
+
+	int64_t ng = c->cfg.k < nb ? c->cfg.k : nb;
+
+	for (int64_t gi = 0; gi < ng; gi++) {
+		int64_t lo = gi * nb / ng, hi = (gi + 1) * nb / ng, best = lo;
+		float bv = INFINITY;
+
+		for (int64_t j = lo; j < hi; j++) {
+			if (g[j] < bv) {
+				bv = g[j];
+				best = j;
+			}
+		}
+		query_push(c, t, i, j0 + best, g[best], off, err, b);
+		g[best] = NAN;
+	}
+	cpu_query_prune(c, t, i);
+}
+
+/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, inside
+ * one TB sub-tile). */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, const xj_rows *b)
+{
+	double err = row_err(c, i, j0 / TB), off = row_offset(c, i);
+	float thr;
+	int64_t j = 0;
+
+	if (c->gate[i] == INFINITY)
+		seed_row(c, t, i, g, j0, nb, err, b);
+	thr = row_threshold(c, i, err);
+	while (j < nb) {
+		/* hits of a block as bits; a gate that moved meanwhile only
+		 * lowers thr, so set bits are tested again, clear ones never */
+		uint32_t hits;
+
+		j = scan_block(g, thr, j, nb);
+		if (j + SCAN_W > nb)
+			break;
+		for (hits = scan_hits(g + j, thr); hits; hits &= hits - 1) {
+			int64_t w = j + __builtin_ctz(hits);
+
+			if (g[w] <= thr &&
+			    query_push(c, t, i, j0 + w, g[w], off, err, b))
+				thr = row_threshold(c, i, err);
+		}
+		j += SCAN_W;
+	}
+	for (; j < nb; j++)
+		if (g[j] <= thr &&
+		    query_push(c, t, i, j0 + j, g[j], off, err, b))
+			thr = row_threshold(c, i, err);
+}
+
+/*
+ * First block start j >= from of a pair tile's row holding an element
+ * that passes either side: g[j] + cb[j] <= t (the row's query) or g[j] +
+ * ca <= tc[j] (column j's query). As scan_block.
+ */
+XJ_CLONES
+static int64_t pair_block(const float *g, const float *cb, float ca, float t,
+			  const float *tc, int64_t from, int64_t n)
+{
+	int64_t j = from;
+
+	for (; j + SCAN_W <= n; j += SCAN_W) {
+		int any = 0;
+
+		for (int w = 0; w < SCAN_W; w++)
+			any |= (g[j + w] + cb[j + w] <= t) |
+			       (g[j + w] + ca <= tc[j + w]);
+		if (any)
+			return j;
+	}
+	return j;
+}
+
+/* Bit w set when element w of a pair tile's block passes either side. */
+XJ_CLONES
+static uint32_t pair_hits(const float *g, const float *cb, float ca, float t,
+			  const float *tc)
+{
+	uint32_t hits = 0;
+
+	for (int w = 0; w < SCAN_W; w++)
+		hits |= (uint32_t)((g[w] + cb[w] <= t) | (g[w] + ca <= tc[w]))
+			<< w;
+	return hits;
+}
+
+/* Scan state of the nb columns of a pair tile: each column's query
+ * threshold, error bound and offset. */
+typedef struct pair_cols {
+	float thr[TB];
+	double err[TB], off[TB];
+} pair_cols;
+
+int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
+		  int64_t na, int64_t jb, int64_t nb, int64_t off,
+		  const float *ca, const float *cb, const xj_rows *b)
+{
+	static const float zero[TB];
+	pair_cols pc;
+
+	for (int64_t r = 0; r < na; r++)
+		if (c->gate[ja + r + off] == INFINITY)
+			return 0;
+	for (int64_t k = 0; k < nb; k++) {
+		int64_t q = jb + k + off;
+
+		if (c->gate[q] == INFINITY)
+			return 0;
+		pc.err[k] = row_err(c, q, ja / TB);
+		pc.off[k] = row_offset(c, q);
+		pc.thr[k] = row_threshold(c, q, pc.err[k]);
+	}
+	if (!cb)
+		cb = zero;
+	for (int64_t r = 0; r < na; r++) {
+		int64_t i = ja + r + off;
+		const float *gr = g + r * nb;
+		float cr = ca ? ca[r] : 0.0f;
+		double err = row_err(c, i, jb / TB), roff = row_offset(c, i);
+		float thr = row_threshold(c, i, err);
+
+		for (int64_t j = 0; j < nb; j += SCAN_W) {
+			uint32_t hits;
+
+			j = pair_block(gr, cb, cr, thr, pc.thr, j, nb);
+			if (j + SCAN_W <= nb)
+				hits = pair_hits(gr + j, cb + j, cr, thr,
+						 pc.thr + j);
+			else    /* the tail: every element */
+				hits = j < nb ? (uint32_t)((1ull << (nb - j)) - 1)
+					      : 0;
+			/* a moved gate only lowers a threshold: set bits are
+			 * tested again, clear ones never */
+			for (; hits; hits &= hits - 1) {
+				int64_t w = j + __builtin_ctz(hits);
+				int64_t q = jb + w + off;
+				float vr = gr[w] + cb[w], vc = gr[w] + cr;
+
+				if (vr <= thr && query_push(c, t, i, jb + w, vr,
+							    roff, err, b))
+					thr = row_threshold(c, i, err);
+				if (vc <= pc.thr[w] &&
+				    query_push(c, t, q, ja + r, vc, pc.off[w],
+					       pc.err[w], b))
+					pc.thr[w] = row_threshold(c, q,
+								  pc.err[w]);
+			}
+		}
+	}
+	return 1;
+}
+
+/*
+ * The tile G = alpha Q_tile B_sub^T + beta C. For l2 and cosine C holds
+ * the constant part of the approx-space value in every row (|b_j|^2, or
+ * 1), added by sgemm with beta = 1: this costs what sgemm's own zeroing
+ * for beta = 0 costs, and leaves the scan one compare per element.
+ */
+static int tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
+		     const float *ba, int64_t i0, int64_t tq, int64_t nb,
+		     int64_t j0, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	float alpha = -1.0f, beta = 1.0f;
+	const float *row = c->ones;
+
+	if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN) {
+		alpha = -2.0f;
+		row = c->bn2 + j0;
+	} else if (m == XJ_METRIC_IP) {
+		beta = 0.0f;
+		row = NULL;
+	}
+	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
+	if (c->gemm)
+		return cpu_gemm_tile(c->gemm, (int)(t - c->th), qa, &c->ql, i0,
+				     ba, &c->bl, j0, tq, nb, row, t->g, st);
+	for (int64_t r = 0; row && r < tq; r++)
+		memcpy(t->g + r * nb, row, (size_t)nb * sizeof(float));
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tq, (int)nb,
+		    (int)d, alpha, qa + i0 * d, (int)d, ba + j0 * d, (int)d, beta,
+		    t->g, (int)nb);
+	return XJ_OK;
+}
+
+int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b, int64_t j0, int64_t *nb, xj_status *st)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->qx;
+	const float *ba = cosine ? c->bhat : b->x;
+
+	*nb = b->rows - j0 < TB ? b->rows - j0 : TB;
+	return tile_gemm(c, t, qa, ba, i0, i1 - i0, *nb, j0, st);
+}
+
+/*
+ * One thread's query tile [i0, i1) against the chunk rows [jb, je), in
+ * sub-tiles that do not cross a multiple of TB (submax is per TB rows).
+ */
+int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	const float *qa = cosine ? c->qhat : c->qx;
+	const float *ba = cosine ? c->bhat : b->x;
+
+	for (int64_t j0 = jb; j0 < je; ) {
+		int64_t end = (j0 / TB + 1) * TB < je ? (j0 / TB + 1) * TB : je;
+		int64_t nb = end - j0;
+
+		if (tile_gemm(c, t, qa, ba, i0, i1 - i0, nb, j0, st))
+			return st->code;
+		for (int64_t i = i0; i < i1; i++)
+			cpu_scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
+		/* tighten the gates for the next sub-tile */
+		for (int64_t i = i0; i < i1; i++)
+			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
+				cpu_query_prune(c, t, i);
+		j0 = end;
+	}
+	return XJ_OK;
+}
+
+/* The chunk's rows are gone after topk_add: rescore the survivors of the
+ * query rows [i0, i1). */
+void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		     const xj_rows *b)
+{
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i])
+			cpu_query_prune(c, t, i);
+	tile_flush(c, t, i0, i1, 1, b);
+}
+
+/* One thread's query tile [i0, i1) against the whole base chunk. */
+static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
+		    const xj_rows *b, xj_status *st)
+{
+	if (cpu_tile_cols(c, t, i0, i1, 0, b->rows, b, st))
+		return st->code;
+	cpu_tile_finish(c, t, i0, i1, b);
+	return XJ_OK;
+}
+
+/* ---- backend entry points ----------------------------------------- */
+
+int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+
+	if (c->cfg.k < 1)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: top-k with k = %lld",
+			       (long long)c->cfg.k);
+	if (cpu_check_rows_arg(c, q, "query", st))
+		return st->code;
+	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st) ||
+	    cpu_query_pack(c, q, st))
+		return st->code;
+	for (int64_t i = 0; i < q->rows; i++) {
+		c->gate[i] = c->gate0;
+		c->ecount[i] = 0;
+		c->npend[i] = 0;
+		c->nkept[i] = 0;
+		c->kbound[i] = INFINITY;
+	}
+	c->qx = q->x;
+	c->qrows = q->rows;
+	c->qfirst = q->first_row;
+	c->active = 1;
+	return XJ_OK;
+}
+
+int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st)
+{
+	if (!lowp(c))
+		return XJ_OK;
+	if (cpu_gemm_rows_reserve(&c->ql, c->prec, q->rows, c->cfg.d))
+		return cpu_oom(st, "the rounded query rows",
+			       q->rows * c->cfg.d * 2);
+	cpu_gemm_pack(c->prec, c->cfg.metric == XJ_METRIC_COSINE ? c->qhat :
+		      q->x, q->rows, c->cfg.d, &c->ql, c->threads);
+	return XJ_OK;
+}
+
+/* Tiles per thread team: enough to keep every thread busy, at most TQ_MAX
+ * rows each. */
+int64_t cpu_tile_rows(int64_t rows, int threads)
+{
+	int64_t nt = (rows + TQ_MAX - 1) / TQ_MAX;
+
+	if (nt < threads)
+		nt = threads;
+	nt = (nt + threads - 1) / threads * threads;
+	if (nt > rows)
+		nt = rows;
+	return (rows + nt - 1) / nt;
+}
+
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
+{
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
+		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
+	int64_t bad;
+
+	if (cpu_check_rows_arg(c, b, "base", st))
+		return st->code;
+	if (b->rows == 0 || c->qrows == 0)
+		return XJ_OK;   /* nothing to compute */
+	if (base_reserve(c, b->rows, st))
+		return st->code;
+	bad = cpu_rows_prepare(c->cfg.metric, b->x, b->rows, c->cfg.d, c->bb,
+			       l2 ? c->bn2 : NULL, c->bnorm,
+			       cosine ? c->bhat : NULL, c->threads);
+	if (bad >= 0)
+		return cpu_bad_row(c->cfg.metric, b->x, c->cfg.d, bad,
+				   b->first_row, st);
+	if (lowp(c))
+		cpu_gemm_pack(c->prec, cosine ? c->bhat : b->x, b->rows,
+			      c->cfg.d, &c->bl, c->threads);
+	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
+		float mx = 0, emx = 0;
+
+		for (int64_t j = j0; j < b->rows && j < j0 + TB; j++) {
+			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
+			if (lowp(c))
+				emx = c->bl.err[j] > emx ? c->bl.err[j] : emx;
+		}
+		c->submax[j0 / TB] = mx;
+		c->subemax[j0 / TB] = emx;
+	}
+	return XJ_OK;
+}
+
+int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
+		  xj_status *st)
+{
+	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
+	int64_t ntiles = (c->qrows + tq - 1) / tq;
+	double flops = 0, rescored = 0;
+	int team, failed = 0;
+
+	team = ntiles > 1 &&
+	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
+#pragma omp parallel num_threads(c->threads) \
+	reduction(+ : flops, rescored) if (team)
+	{
+		cpu_thread *t = &c->th[omp_get_thread_num()];
+		xj_status tst = { 0 };
+
+		t->flops = 0;
+		t->rescored = 0;
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t it = 0; it < ntiles; it++) {
+			int64_t i0 = it * tq;
+			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
+			int bad_tile;
+
+#pragma omp atomic read
+			bad_tile = failed;
+			if (bad_tile || !fn(c, t, i0, i1, b, &tst))
+				continue;
+#pragma omp critical(cpu_tiles_fail)
+			if (!failed) {
+				*st = tst;
+#pragma omp atomic write
+				failed = 1;
+			}
+		}
+		flops += t->flops;
+		rescored += t->rescored;
+	}
+	c->be.gemm_flops += flops;
+	c->be.rescored_pairs += rescored;
+	return failed ? st->code : XJ_OK;
+}
+
+int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int64_t s0, slen;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_add before topk_begin");
+	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
+		return st->code;
+	if (cpu_sym_overlap(c, b, &s0, &slen) || c->cfg.parts > 1)
+		return cpu_sym_add(c, b, s0, slen, st);
+	return cpu_tiles_run(c, b, tile_run, st);
+}
+
+int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
+{
+	cpu_backend *c = cpu_of(be);
+	int64_t k = c->cfg.k;
+
+	if (!c->active)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu backend: topk_end before topk_begin");
+	for (int64_t i = 0; i < c->qrows; i++) {
+		int64_t n = c->ecount[i];
+
+		memcpy(key + i * k, c->ekey + i * k, (size_t)n * sizeof(*key));
+		memcpy(idx + i * k, c->eidx + i * k, (size_t)n * sizeof(*idx));
+		topk_pad(key + i * k, idx + i * k, n, k);
+	}
+	c->active = 0;
+	c->qx = NULL;
+	return XJ_OK;
+}
+
+/* ---- shared with the range join (cpu_range.c) ---------------------- */
+
+float cpu_float_up(double x)
+{
+	return float_up(x);
+}
+
+double cpu_row_offset(const cpu_backend *c, int64_t i)
+{
+	return row_offset(c, i);
+}
+
+double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s)
+{
+	return row_err(c, i, s);
+}

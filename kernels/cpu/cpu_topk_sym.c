@@ -1,0 +1,310 @@
+/*
+ * cpu_topk_sym.c: top-k of a self-join on the CPU backend: the rows that
+ * a base chunk shares with the query chunk are joined with each other
+ * once per pair of tiles instead of twice.
+ *
+ * When queries and base are the same rows (one file's one dataset on both
+ * sides: cfg.same_rows) and pairs (i, i) are skipped (cfg.self),
+ * score(i, j) and score(j, i) come from the same dot product. (A --self
+ * over two copies of a file takes the plain path: the benchmark's and the
+ * tests' baseline.) For a base chunk B whose rows [b0, b0 + len) are also
+ * rows of the query chunk Q (same global index, and same bits: checked
+ * here, it costs a memcmp of the rows), cut those rows into blocks
+ * that do not cross a multiple of TB (the sub-tiles of submax):
+ *
+ *   D = alpha X_a X_b^T                    one sgemm per block pair a < b
+ *   row tile    D[r][c] + C_b[c]           queries of block a, base rows of b
+ *   column tile D[r][c] + C_a[r], transposed  queries of block b, base rows of a
+ *
+ * with alpha and C as in cpu_topk.c (l2 family: -2 and the float squared
+ * norms; cosine: -1 and 1 on the normalised rows; ip: -1 and none). Each
+ * tile value is the float dot product, scaled exactly, plus one float
+ * addition: the computation metric_err_bound() bounds, whichever side
+ * is the query. Both tiles are scanned as the plain path scans its tiles
+ * (gate, pending pairs, deferred rescoring): a pair only enters a list
+ * through the canonical rescoring of its own query row against its own
+ * base row, so the lists are the exact canonical top-k, the same bits as
+ * the plain path's, in whatever order the pairs were pushed. The scan
+ * reads D once for both sides (cpu_scan_pair: each element plus C_b[c]
+ * against its row's threshold and plus C_a[r] against its column's);
+ * while a query of the pair has no gate yet, the tiles are built whole
+ * (the column tile by a transpose) and scanned by cpu_scan_row, which
+ * seeds it. Diagonal blocks
+ * (a = a) are one plain tile each. Rows of Q outside the shared rows,
+ * and the shared rows against B's other rows, run the plain tiles.
+ *
+ * Parts (cfg.parts > 1, a self-join split over ranks, app/plan/plan.h): every
+ * rank gets the same chunks and scores share cfg.part of their pairs:
+ * block pair (x, y), x < y, when (x nblk + y) mod parts = part, diagonal
+ * block x when x mod parts = part, and the plain
+ * pairs of the query rows split_block() gives the part. Each pair is then
+ * scored on exactly one rank, and the merge of the parts' lists is the
+ * lists of all pairs. The split depends on the chunk only, never on a
+ * rank's threads. Without shared rows every pair is a plain one. The
+ * blocks, the deal and the plain rows are selfjoin.h's, shared with the
+ * CUDA backend.
+ *
+ * Threads own query rows (cpu_topk.c), and a block pair touches the rows
+ * of two blocks, so the blocks are cut into 2T groups (T threads) and the
+ * group pairs run in the rounds of a round-robin tournament: in each
+ * round every group is in at most one pair, the threads share the
+ * round's T pairs, and a barrier ends it; a last round runs each group
+ * with itself (its inner pairs and diagonal blocks). 2T barriers in all,
+ * not one per block: a thread that the OS deschedules on a busy machine
+ * stalls the others at every barrier. Then every row's survivors are
+ * rescored.
+ *
+ * Costs: the GEMM of the shared rows drops from len^2 d to about
+ * len^2 d / 2 FLOPs (+ TB len d for the diagonal); the scans stay
+ * len^2 compares, in one pass over each off-diagonal tile. (Building the
+ * column tile by a transpose, and the row tile by adding C_b in place,
+ * then scanning each, cost 8% more of a self-join: docs/performance.md.)
+ * The transposed tile of the seeding tiles is a second TB x TB float
+ * buffer per thread (1 MiB).
+ */
+#include "cpu_backend_int.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_transpose.h"
+#include "../selfjoin.h"
+
+/* the blocks are the CPU's sgemm sub-tiles: one row tile scans inside one
+ * TB sub-tile, and the transposed tile fits t->gt (TB x TB) */
+_Static_assert(SYM_BLOCK == TB, "self-join blocks are TB rows");
+
+int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
+		    int64_t *len)
+{
+	int64_t g0, g1, d = c->cfg.d;
+
+	sym_shared(c->qfirst, c->qrows, b->first_row, b->rows, &g0, &g1);
+	*b0 = 0;
+	*len = 0;
+	/* bf16 and int8 candidates run the plain tiles: the block pairs
+	 * below are fp32 sgemms */
+	if (!c->cfg.self || !c->cfg.same_rows || g1 - g0 < SYM_MIN_ROWS ||
+	    c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8)
+		return 0;
+	/* the same indices must be the same rows */
+	if (memcmp(c->qx + (g0 - c->qfirst) * d, b->x + (g0 - b->first_row) * d,
+		   (size_t)((g1 - g0) * d) * sizeof(float)))
+		return 0;
+	*b0 = g0 - b->first_row;
+	*len = g1 - g0;
+	return 1;
+}
+
+/* g[j] += row[j]: the row tile's constant part. */
+XJ_CLONES
+static void tile_add_row(float *g, const float *row, int64_t n)
+{
+	for (int64_t j = 0; j < n; j++)
+		g[j] += row[j];
+}
+
+/* Prune the rows [i0, i1) that gathered enough pending pairs. */
+static void rows_prune(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1)
+{
+	for (int64_t i = i0; i < i1; i++)
+		if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
+			cpu_query_prune(c, t, i);
+}
+
+/*
+ * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one sgemm into
+ * t->g, both sides scanned. off turns a chunk row into its query row.
+ */
+static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
+		     int64_t sb, int64_t nb, int64_t off, const xj_rows *b)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	const float *x = m == XJ_METRIC_COSINE ? c->bhat : b->x;
+	const float *cst = m == XJ_METRIC_IP ? NULL : c->ones;
+	float alpha = -1.0f;
+	int64_t ca = 0, cb = 0;   /* offsets into cst: 0 for the ones */
+
+	if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN) {
+		alpha = -2.0f;
+		cst = c->bn2;
+		ca = sa;
+		cb = sb;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na, (int)nb,
+		    (int)d, alpha, x + sa * d, (int)d, x + sb * d, (int)d, 0.0f,
+		    t->g, (int)nb);
+	t->flops += 2.0 * (double)na * (double)nb * (double)d;
+	if (!cpu_scan_pair(c, t, t->g, sa, na, sb, nb, off,
+			   cst ? cst + ca : NULL, cst ? cst + cb : NULL, b)) {
+		/* a query without a gate: whole tiles, which seed it */
+		cpu_transpose(t->g, na, nb, cst ? cst + ca : NULL, t->gt);
+		for (int64_t r = 0; cst && r < na; r++)
+			tile_add_row(t->g + r * nb, cst + cb, nb);
+		for (int64_t r = 0; r < na; r++)
+			cpu_scan_row(c, t, sa + r + off, t->g + r * nb, sb, nb,
+				     b);
+		for (int64_t j = 0; j < nb; j++)
+			cpu_scan_row(c, t, sb + j + off, t->gt + j * na, sa, na,
+				     b);
+	}
+	rows_prune(c, t, sa + off, sa + na + off);
+	rows_prune(c, t, sb + off, sb + nb + off);
+}
+
+/*
+ * The block pairs of groups gx and gy (ng groups of consecutive blocks
+ * over the nblk blocks of the shared rows [b0, b0 + len)) that belong to
+ * this part: every x in gx with every y in gy, or for gx = gy the pairs
+ * x < y inside the group and its diagonal blocks. Pair (x, y), x < y, is
+ * part (x nblk + y) mod parts's, diagonal block x part x mod parts's: a
+ * deal that depends on the chunk only.
+ */
+static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
+		     int64_t ng, int64_t nblk, int64_t b0, int64_t len,
+		     const xj_rows *b, xj_status *st)
+{
+	int64_t off = b->first_row - c->qfirst;
+	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
+	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
+	int64_t y0 = gy * nblk / ng, y1 = (gy + 1) * nblk / ng;
+
+	for (int64_t x = gx * nblk / ng; x < (gx + 1) * nblk / ng; x++) {
+		int64_t sx, nx, sy, ny;
+
+		sym_block_of(b0, len, x, &sx, &nx);
+		if (gx == gy && sym_diag_mine(x, part, parts) &&
+		    cpu_tile_cols(c, t, sx + off, sx + nx + off, sx, sx + nx,
+				  b, st))
+			return st->code;
+		for (int64_t y = gx == gy ? x + 1 : y0; y < y1; y++) {
+			if (!sym_pair_mine(x, y, nblk, part, parts))
+				continue;
+			sym_block_of(b0, len, y, &sy, &ny);
+			pair_run(c, t, sx, nx, sy, ny, off, b);
+		}
+	}
+	return XJ_OK;
+}
+
+/* Tile it of those rows against the plain part of B. */
+static int plain_tile(cpu_backend *c, cpu_thread *t, int64_t it,
+		      const sym_plain_rows *pr, int64_t b0, int64_t len,
+		      const xj_rows *b, xj_status *st)
+{
+	int64_t tq = pr->tq;
+
+	for (int s = 0; s < 3; s++) {
+		const int64_t *seg = pr->seg[s];
+		int64_t n = (seg[1] - seg[0] + tq - 1) / tq;
+		int64_t i0 = seg[0] + it * tq, i1;
+
+		if (it >= n) {
+			it -= n;
+			continue;
+		}
+		i1 = i0 + tq < seg[1] ? i0 + tq : seg[1];
+		if (s != 1)
+			return cpu_tile_cols(c, t, i0, i1, 0, b->rows, b, st);
+		if (cpu_tile_cols(c, t, i0, i1, 0, b0, b, st))
+			return st->code;
+		return cpu_tile_cols(c, t, i0, i1, b0 + len, b->rows, b, st);
+	}
+	return XJ_OK;
+}
+
+/* The first failure of the threads' steps becomes the call's status; the
+ * steps after it are skipped. */
+static void note_failure(int rc, const xj_status *tst, int *failed,
+			 xj_status *st)
+{
+	if (rc == XJ_OK)
+		return;
+#pragma omp critical(cpu_sym_fail)
+	if (!*failed) {
+		*st = *tst;
+#pragma omp atomic write
+		*failed = 1;
+	}
+}
+
+int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
+		xj_status *st)
+{
+	int64_t off = b->first_row - c->qfirst;
+	int64_t q0 = len ? b0 + off : c->qrows, q1 = q0 + len;
+	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
+	int64_t nfin = (c->qrows + tq - 1) / tq;
+	int64_t nblk = sym_block_count(b0, len);
+	int64_t ng = nblk < 2 * c->threads ? nblk : 2 * c->threads;
+	int64_t ngb = ng + (ng & 1);    /* with the bye */
+	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
+	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
+	sym_plain_rows pr;
+	double flops = 0, rescored = 0;
+	int team, failed = 0;
+
+	team = nfin > 1 &&
+	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
+	/* the plain pairs split by query row, the block pairs and diagonal
+	 * blocks dealt in turn: the same on every rank, whatever its threads */
+	sym_plain_rows_of(&pr, q0, q1, c->qrows, part, parts, tq);
+
+#pragma omp parallel num_threads(c->threads) \
+	reduction(+ : flops, rescored) if (team)
+	{
+		cpu_thread *t = &c->th[omp_get_thread_num()];
+		xj_status tst = { 0 };
+		int bad;
+
+		t->flops = 0;
+		t->rescored = 0;
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t it = 0; it < pr.tiles; it++) {
+#pragma omp atomic read
+			bad = failed;
+			if (!bad)
+				note_failure(plain_tile(c, t, it, &pr, b0, len,
+							b, &tst),
+					     &tst, &failed, st);
+		}
+		for (int64_t r = 0; r < ngb - 1; r++) {
+#pragma omp for schedule(dynamic, 1)
+			for (int64_t p = 0; p < ngb / 2; p++) {
+				int64_t gx, gy;
+
+				sym_round_pair(ngb, r, p, &gx, &gy);
+#pragma omp atomic read
+				bad = failed;
+				if (!bad && gx < ng && gy < ng) /* not the bye */
+					note_failure(group_run(c, t, gx, gy,
+							       ng, nblk, b0,
+							       len, b, &tst),
+						     &tst, &failed, st);
+			}
+		}
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t g = 0; g < ng; g++) {
+#pragma omp atomic read
+			bad = failed;
+			if (!bad)
+				note_failure(group_run(c, t, g, g, ng, nblk,
+						       b0, len, b, &tst),
+					     &tst, &failed, st);
+		}
+#pragma omp for schedule(dynamic, 1)
+		for (int64_t it = 0; it < nfin; it++) {
+			int64_t i0 = it * tq;
+			int64_t i1 = i0 + tq < c->qrows ? i0 + tq : c->qrows;
+
+			cpu_tile_finish(c, t, i0, i1, b);
+		}
+		flops += t->flops;
+		rescored += t->rescored;
+	}
+	c->be.gemm_flops += flops;
+	c->be.rescored_pairs += rescored;
+	return failed ? st->code : XJ_OK;
+}
