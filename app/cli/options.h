@@ -2,6 +2,10 @@
  * options.h: the one option table behind the command line, INI job files
  * and --help.
  *
+ * app/cli/ owns the command line: the option table (options_table.c),
+ * argv and INI job files into an xj_job (options_parse.c) and --help
+ * (options_help.c). Nothing here touches MPI, files or devices.
+ *
  * defines: options_parse, options_set, options_help, options_version
  *
  * Usage: xjoin COMMAND [options]; COMMAND is topk, matrix, plan, gen.

@@ -1,6 +1,11 @@
 /*
  * driver.h: the data flow of one run, independent of the backend.
  *
+ * app/driver/ owns the data flow of a run once it is planned: input
+ * validation and progress (driver.c), the top-k rounds (driver_topk.c),
+ * the matrix's blocks (driver_matrix.c), the range join's rounds
+ * (driver_range.c) and a top-k round's recorded lists (snapshot.c).
+ *
  * defines: xj_run, driver_validate, driver_topk, driver_matrix,
  *          driver_range
  *

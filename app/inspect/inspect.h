@@ -2,6 +2,11 @@
  * inspect.h: `xjoin inspect FILE`: what an output holds, and whether its
  * rows keep the output's rules.
  *
+ * app/inspect/ owns `xjoin inspect`: reading a file (inspect_read.c),
+ * checking every row (inspect_check.c, inspect_range.c), printing
+ * (inspect_print.c, inspect_result.c) and unfinished runs
+ * (inspect_unfinished.c); inspect_int.h lists what the parts share.
+ *
  * defines: inspect_opts, inspect_file, inspect_run
  *
  * FILE is one of:

@@ -3,6 +3,12 @@
  * MPI, no I/O, no device calls, so every rank derives the same plan and the
  * unit tests can probe any shape.
  *
+ * app/plan/ owns what runs where and how it is reported: the plan
+ * (plan.c), node memory and cores (mem.c), the backend and GPU of each
+ * rank (device.c, cuda_module.c: the CUDA module loaded at run time),
+ * the timers and final report (report.c) and `xjoin gen`'s synthetic
+ * inputs (gen.c).
+ *
  * defines: plan_in, plan, plan_make, plan_make_device, plan_device_bytes,
  *          plan_rank_view, plan_print
  *

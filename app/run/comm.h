@@ -1,6 +1,12 @@
 /*
  * comm.h: ranks, their grid, error agreement, and the top-k merge.
  *
+ * app/run/ owns a run's life across ranks and faults: communicators and
+ * error agreement (comm.c), heartbeats that end a job which lost a rank
+ * (watch.c), a last word when a library crashes (guard.c), the progress
+ * record and --resume (resume.c) and the rules of a round restored from
+ * recorded lists (inround.c).
+ *
  * defines: xj_comm, comm_init, comm_grid, comm_release, comm_agree,
  *          comm_agree_errors,
  *          comm_mpi_transport, comm_row_group, MPI_CHECK, xj_abort,

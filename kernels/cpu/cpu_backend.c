@@ -5,6 +5,11 @@
  * (float32 GEMM candidates + canonical rescoring), cpu_matrix.c
  * (double GEMM values verified by their bound), cpu_rows.c (row norms); what they share
  * is in cpu_backend_int.h.
+ *
+ * kernels/cpu/ is the CPU backend (BLAS + OpenMP, oneDNN for bf16 and
+ * int8), one implementation of kernels/backend.h beside kernels/cuda/;
+ * the two never include each other, and what both use (metrics, k-lists,
+ * the exchange, the self-join geometry) sits in kernels/.
  */
 #include "../backend.h"
 

@@ -7,6 +7,12 @@
  *          backend_cuda_merge_bytes, backend_cuda_pinned_bytes,
  *          backend_cuda_host_*, backend_cuda_test_*
  *
+ * kernels/cuda/ is the CUDA backend, the other implementation of
+ * kernels/backend.h beside kernels/cpu/ (neither includes the other):
+ * this object (backend_cuda.cu), top-k and self-joins (topk_cuda.cu),
+ * the matrix (matrix_cuda.cu), range joins (range_cuda.cu), the kernels
+ * in *.cuh, the NCCL transport and the loadable module (module.c).
+ *
  * Plain C: app/ includes this header and never sees CUDA types or
  * <<< >>>. Results are canonical (metric.h): the same bits as the CPU
  * backend for every metric, k, threshold, self setting and chunking.

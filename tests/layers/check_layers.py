@@ -5,7 +5,9 @@
               outside config/
     io/       includes config/ and itself
     kernels/  includes config/ and itself, and never <mpi.h>: what a
-              kernel needs of communication, app/ hands it
+              kernel needs of communication, app/ hands it; its two
+              backends, kernels/cpu/ and kernels/cuda/, never include
+              each other
     app/      anything
 
 Usage: check_layers.py [ROOT]      (default: the checkout holding this file)
@@ -28,8 +30,18 @@ LAYERS = {
     "kernels": {"config", "kernels"},
 }
 NO_MPI = {"kernels"}
+# Sibling folders that must not include each other (the two backends).
+APART = ("kernels/cpu", "kernels/cuda")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
+
+
+def backend_of(root, path):
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    for b in APART:
+        if rel.startswith(b + "/"):
+            return b
+    return None
 
 
 def top_folder(root, path):
@@ -71,6 +83,11 @@ def violations(root):
                         if top not in allowed:
                             found.append(f"{where}: {layer}/ includes "
                                          f"{os.path.relpath(target, root)}")
+                            continue
+                        mine, theirs = backend_of(root, src), backend_of(root, target)
+                        if mine and theirs and mine != theirs:
+                            found.append(f"{where}: {mine}/ includes "
+                                         f"{os.path.relpath(target, root)}")
     return found
 
 
@@ -82,6 +99,8 @@ def self_test():
         "kernels/k.h": '#include "../config/a.h"\n',
         "kernels/cuda/c.cuh": '#include "../../app/job.h"\n',
         "kernels/m.c": "#include <mpi.h>\n",
+        "kernels/cpu/x.c": '#include "../cuda/c.cuh"\n',
+        "kernels/cuda/y.cu": '#include "../cpu/x.c"\n',
     }
     with tempfile.TemporaryDirectory() as tmp:
         for path, text in bad.items():
@@ -89,19 +108,21 @@ def self_test():
             with open(os.path.join(tmp, path), "w") as fh:
                 fh.write(text)
         got = violations(tmp)
-        want = 4     # config -> app, io -> kernels, cuda -> app, mpi.h
+        want = 6     # config -> app, io -> kernels, cuda -> app, mpi.h,
+                     # cpu -> cuda, cuda -> cpu
         if len(got) != want:
             print(f"self-test: {len(got)} violations found, {want} expected:")
             print("\n".join(got))
             return 1
-        for path in ("config/a.h", "io/b.h", "kernels/cuda/c.cuh", "kernels/m.c"):
+        for path in ("config/a.h", "io/b.h", "kernels/cuda/c.cuh", "kernels/m.c",
+                     "kernels/cpu/x.c", "kernels/cuda/y.cu"):
             with open(os.path.join(tmp, path), "w") as fh:
                 fh.write('#include "../config/a.h"\n' if path == "io/b.h" else "")
         got = violations(tmp)
         if got:
             print("self-test: the clean tree fails:\n" + "\n".join(got))
             return 1
-    print("self-test: OK (4 violations caught, clean tree passes)")
+    print("self-test: OK (6 violations caught, clean tree passes)")
     return 0
 
 
@@ -115,7 +136,8 @@ def main():
     for v in got:
         print(v)
     print(f"layers: {len(got)} include(s) against the layers"
-          if got else "layers: OK (config <- io, kernels <- app)")
+          if got else "layers: OK (config <- io, kernels <- app; kernels/cpu and "
+          "kernels/cuda apart)")
     return 1 if got else 0
 
 
