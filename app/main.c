@@ -645,7 +645,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		snapshot_remove(&run.prog);
 	/* attributes, close and rename since the driver's last phase */
 	report_add(&rep, PH_WRITE, &rep.t_mark);
-	report_final(&rep, c, job, &run.pl, run.be->name, job->report_json);
+	report_final(&rep, c, job, &run.pl, run.be, job->report_json);
 	run.be->release(run.be);
 	driver_release(&run);
 	progress_free(&run.prog);

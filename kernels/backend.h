@@ -2,8 +2,8 @@
  * backend.h: the compute interface the driver sees. Two implementations:
  * CPU (BLAS + OpenMP, kernels/cpu/cpu_*.c) and CUDA (kernels/cuda/).
  *
- * defines: xj_backend, xj_backend_cfg, xj_rows, backend_cpu_create,
- *          backend_tile_bytes
+ * defines: xj_backend, xj_backend_cfg, xj_rows, xj_ktime, XJ_KTIME_MAX,
+ *          backend_cpu_create, backend_tile_bytes
  *
  * The driver does not know which backend runs. For top-k it feeds one query
  * chunk, then streams base chunks through it, then collects the exact
@@ -95,6 +95,15 @@ typedef struct xj_backend_cfg {
 				* the first range_begin */
 } xj_backend_cfg;
 
+/* Device time of one class of kernels (the CUDA backend times its GEMMs,
+ * selection kernels, copies, ... with events around each launch). */
+#define XJ_KTIME_MAX 10
+typedef struct xj_ktime {
+	const char *name;      /* "gemm", "rowsel", ...: static strings */
+	double ms;             /* summed over the calls so far */
+	int64_t calls;
+} xj_ktime;
+
 typedef struct xj_backend xj_backend;
 struct xj_transport;
 struct xj_backend {
@@ -137,8 +146,13 @@ struct xj_backend {
 	int matrix_async;      /* matrix_start returns before the block is
 				* done, and a second block buffer pays */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
-	double rescored_pairs; /* candidate pairs rescored so far (CPU; 0 where
-				* a backend does not count them) */
+	double rescored_pairs; /* candidate pairs rescored so far */
+	double rescore_undecided; /* of them, pairs a parallel sum's bound
+				   * left to the canonical sum (CUDA) */
+	xj_ktime ktime[XJ_KTIME_MAX];   /* device time by kernel class */
+	int nktime;            /* 0: the backend does not time its kernels */
+	const char *detail;    /* how it runs, for the report, or NULL
+				* ("rowsel, pass 16384, pipeline, seed") */
 	int64_t matrix_exact_pairs;  /* matrix pairs the GEMM's bound left
 				      * undecided, computed canonically */
 };

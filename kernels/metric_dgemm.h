@@ -3,7 +3,8 @@
  * make, one source for the CPU (C) and the CUDA backend (host and device).
  *
  * defines: METRIC_U53, METRIC_SLACK, metric_dot_err, metric_sqdist_err,
- *          metric_sum_key, metric_dgemm_decide
+ *          metric_sum_key, metric_dgemm_decide, metric_sum_err,
+ *          metric_sum_decide
  *
  * Exact values from a double GEMM (the matrix). A GEMM in double on the
  * float32 rows, summing in any order with or without FMA, gives each
@@ -21,6 +22,15 @@
  *   norms qq and bb, plus the rounding of p -+ err.
  * metric_sqdist_err: |s - canonical sum of squares| for
  *   s = (qq + bb) - 2 p, computed so in double.
+ *
+ * Exact keys from a sum in another order (the GPU's rescoring). The
+ * canonical accumulator is a sum of d terms in index order: squared
+ * differences (l2 family) or products. The same terms summed in any
+ * other order or tree (one warp's lanes, then a butterfly) give s with
+ * |s - canonical| <= metric_sum_err(d, a), a being a sum of the terms'
+ * absolute values in any order (s itself for the l2 family, whose terms
+ * are >= 0); metric_sum_decide then decides the key as above.
+ * Derivation: docs/design.md, "Exact keys from a sum in another order".
  *
  * Why one header for both: the CPU's and the GPU's matrices must decide
  * the same pairs from the same GEMM value, so the bound is written once.
@@ -158,6 +168,40 @@ METRIC_HD int metric_dgemm_decide(xj_metric m, int64_t d, double p,
 	klo = metric_sum_key(m, lo, qq, bb);
 	khi = metric_sum_key(m, hi, qq, bb);
 	*value = m == XJ_METRIC_IP ? -klo : klo;
+	return metric_f32_bits(klo) != metric_f32_bits(khi);
+}
+
+/*
+ * |s - s_c| for two sums s and s_c (the canonical one) of the same d
+ * double terms in different orders, plus the rounding of s -+ err:
+ * (2d + 2) u a (1 + 2^-18), where a >= 0 is a sum of the terms'
+ * absolute values in any order.
+ */
+METRIC_HD double metric_sum_err(int64_t d, double a)
+{
+	double e = METRIC_MUL(METRIC_ADD(METRIC_MUL(2.0, (double)d), 2.0),
+			      METRIC_U53);
+
+	return METRIC_MUL(METRIC_MUL(e, fabs(a)), METRIC_SLACK);
+}
+
+/*
+ * A pair's canonical key from s, the sum of its canonical terms in
+ * another order (squared differences for the l2 family, each computed
+ * as metric_key() does; products (double)q_i * (double)b_i, exact, with
+ * or without FMA, otherwise), and a, a sum of their absolute values (a =
+ * s for the l2 family). Returns 0 and sets *key when the interval's ends
+ * give the same key bits, 1 when they do not (*key is then the low
+ * end's, to be replaced by the canonical sum's).
+ */
+METRIC_HD int metric_sum_decide(xj_metric m, int64_t d, double s, double a,
+				double qq, double bb, float *key)
+{
+	double e = metric_sum_err(d, a);
+	float klo = metric_sum_key(m, METRIC_SUB(s, e), qq, bb);
+	float khi = metric_sum_key(m, METRIC_ADD(s, e), qq, bb);
+
+	*key = klo;
 	return metric_f32_bits(klo) != metric_f32_bits(khi);
 }
 

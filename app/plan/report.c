@@ -128,6 +128,10 @@ typedef struct final_sums {
 	double written;         /* bytes of results, over all ranks */
 	double direct;          /* of those, written with O_DIRECT */
 	double rescored;        /* candidates rescored, over all ranks */
+	double undecided;       /* of them, left to the canonical sum */
+	double kms[XJ_KTIME_MAX];       /* device ms by kernel class */
+	double kcalls[XJ_KTIME_MAX];    /* and launches, over all ranks */
+	double ksum;            /* all classes' ms */
 } final_sums;
 
 /* Per second: x over s seconds, 0 when s is 0. */
@@ -136,8 +140,26 @@ static double rate(double x, double s)
 	return s > 0 ? x / s : 0.0;
 }
 
+/* The kernel classes rank 0's backend names, summed over ranks. */
+static void json_kernels(FILE *f, const xj_backend *be, const final_sums *fs)
+{
+	if (be->detail)
+		fprintf(f, "  \"backend_detail\": \"%s\",\n", be->detail);
+	if (be->nktime <= 0)
+		return;
+	fprintf(f, "  \"kernel_ms\": {");
+	for (int i = 0; i < be->nktime; i++)
+		fprintf(f, "%s\"%s\": %.3f", i ? ", " : "", be->ktime[i].name,
+			fs->kms[i]);
+	fprintf(f, "},\n  \"kernel_calls\": {");
+	for (int i = 0; i < be->nktime; i++)
+		fprintf(f, "%s\"%s\": %.0f", i ? ", " : "", be->ktime[i].name,
+			fs->kcalls[i]);
+	fprintf(f, "},\n");
+}
+
 static void write_json(const char *path, const xj_job *job, const plan *p,
-		       const char *backend, const final_sums *fs,
+		       const xj_backend *be, const final_sums *fs,
 		       const int64_t *bytes, int nranks)
 {
 	FILE *f = fopen(path, "w");
@@ -155,7 +177,7 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	fprintf(f, "  \"n\": %" PRId64 ", \"m\": %" PRId64 ", \"d\": %" PRId64
 		", \"k\": %" PRId64 ",\n", job->n, job->m, job->d, job->k);
 	fprintf(f, "  \"ranks\": %d, \"grid\": [%d, %d], \"backend\": \"%s\","
-		"\n", nranks, p->pr, p->pc, backend);
+		"\n", nranks, p->pr, p->pc, be->name);
 	fprintf(f, "  \"phase_seconds\": {");
 	for (int i = 0; i < PH_COUNT; i++)
 		fprintf(f, "%s\"%s\": %.6f", i ? ", " : "", phase_names[i],
@@ -166,9 +188,12 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	fprintf(f, "  \"gemm_flops\": %.6g,\n", fs->flops);
 	if (job->command == XJ_CMD_TOPK)
 		fprintf(f, "  \"precision\": \"%s\", "
-			"\"rescored_per_query\": %.3f,\n",
+			"\"rescored_per_query\": %.3f, "
+			"\"rescore_undecided\": %.0f,\n",
 			precision_name(job->precision),
-			job->n > 0 ? fs->rescored / (double)job->n : 0.0);
+			job->n > 0 ? fs->rescored / (double)job->n : 0.0,
+			fs->undecided);
+	json_kernels(f, be, fs);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
 		rate(fs->flops, fs->total) * 1e-9);
 	fprintf(f, "  \"gflops_compute\": %.3f,\n",
@@ -186,8 +211,10 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
  * ranks. Per-phase maxima over ranks would not add up to any rank's
  * total. */
 static void gather_final(const xj_report *r, const xj_comm *c,
-			 final_sums *f)
+			 const xj_backend *be, final_sums *f)
 {
+	double k[2 * XJ_KTIME_MAX + 2] = { 0 }, ks[2 * XJ_KTIME_MAX + 2];
+
 	struct { double s; int rank; } mine = { r->total_s, c->rank }, slow;
 	double w[2] = { (double)r->write_bytes,
 			(double)r->write_direct_bytes }, sum = 0;
@@ -203,16 +230,52 @@ static void gather_final(const xj_report *r, const xj_comm *c,
 	MPI_CHECK(MPI_Reduce(w, ws, 2, MPI_DOUBLE, MPI_SUM, 0, c->world));
 	f->written = ws[0];
 	f->direct = ws[1];
-	MPI_CHECK(MPI_Reduce(&r->rescored_pairs, &f->rescored, 1, MPI_DOUBLE,
-			     MPI_SUM, 0, c->world));
+	/* the backend's counters at the end (a device's arrive with its
+	 * last topk_end) */
+	for (int i = 0; i < be->nktime && i < XJ_KTIME_MAX; i++) {
+		k[i] = be->ktime[i].ms;
+		k[XJ_KTIME_MAX + i] = (double)be->ktime[i].calls;
+	}
+	k[2 * XJ_KTIME_MAX] = be->rescored_pairs > r->rescored_pairs ?
+			      be->rescored_pairs : r->rescored_pairs;
+	k[2 * XJ_KTIME_MAX + 1] = be->rescore_undecided;
+	MPI_CHECK(MPI_Reduce(k, ks, 2 * XJ_KTIME_MAX + 2, MPI_DOUBLE, MPI_SUM,
+			     0, c->world));
+	memcpy(f->kms, ks, sizeof(f->kms));
+	memcpy(f->kcalls, ks + XJ_KTIME_MAX, sizeof(f->kcalls));
+	f->rescored = ks[2 * XJ_KTIME_MAX];
+	f->undecided = ks[2 * XJ_KTIME_MAX + 1];
+	f->ksum = 0;
+	for (int i = 0; i < XJ_KTIME_MAX; i++)
+		f->ksum += f->kms[i];
 	f->total = slow.s;
 	for (int i = 0; i < PH_COUNT; i++)
 		sum += f->ph[i];
 	f->other = f->total - sum;
 }
 
+/* Rank 0: device time by kernel class, summed over ranks. */
+static void print_kernels(const xj_backend *be, const final_sums *f)
+{
+	if (be->detail)
+		printf("# %s backend: %s\n", be->name, be->detail);
+	if (be->nktime <= 0 || f->ksum <= 0)
+		return;
+	printf("# device time by kernel class (events around each launch, "
+	       "summed over ranks; overlapping streams count twice)\n");
+	printf("| %-10s | %10s | %12s | %6s |\n", "kernel", "calls", "ms",
+	       "share");
+	printf("| %-10s | %10s | %12s | %6s |\n", "------", "-----", "--",
+	       "-----");
+	for (int i = 0; i < be->nktime; i++)
+		if (f->kcalls[i] > 0)
+			printf("| %-10s | %10.0f | %12.3f | %5.1f%% |\n",
+			       be->ktime[i].name, f->kcalls[i], f->kms[i],
+			       100 * f->kms[i] / f->ksum);
+}
+
 void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
-		  const plan *p, const char *backend, const char *json_path)
+		  const plan *p, const xj_backend *be, const char *json_path)
 {
 	final_sums f;
 	int64_t mine[2] = { r->merge_sent_bytes, r->merge_recv_bytes };
@@ -224,7 +287,7 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		xj_abort(XJ_EXIT_RESOURCE, "out of memory for the report");
 	MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, bytes, 2, MPI_INT64_T, 0,
 			     c->world));
-	gather_final(r, c, &f);
+	gather_final(r, c, be, &f);
 	if (c->rank != 0)
 		return;
 	printf("# results (the phases of the slowest rank, adding up to its "
@@ -245,16 +308,18 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		       rate(f.written, f.total) * 1e-9,
 		       rate(f.written, f.ph[PH_WRITE]) * 1e-9,
 		       f.written > 0 ? 100 * f.direct / f.written : 0.0);
-	/* the price of a lower precision's wider bound (CPU backend) */
+	/* the price of a lower precision's wider bound */
 	if (job->command == XJ_CMD_TOPK && f.rescored > 0)
 		printf("# candidates rescored: %.1f per query (%s GEMM, k = %"
-		       PRId64 ")\n", f.rescored / (double)job->n,
-		       precision_name(job->precision), job->k);
+		       PRId64 ")%s\n", f.rescored / (double)job->n,
+		       precision_name(job->precision), job->k,
+		       f.undecided > 0 ? "; some summed in index order" : "");
+	print_kernels(be, &f);
 	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :
 	       job->command == XJ_CMD_RANGE ? "range" : "topk", job->output);
 	fflush(stdout);
 	if (json_path && json_path[0])
-		write_json(json_path, job, p, backend, &f, bytes, c->nranks);
+		write_json(json_path, job, p, be, &f, bytes, c->nranks);
 	free(bytes);
 }

@@ -15,6 +15,7 @@
 
 #include "../run/comm.h"
 #include "../../config/job.h"
+#include "../../kernels/backend.h"
 #include "plan.h"
 
 typedef enum xj_phase {
@@ -52,10 +53,12 @@ void report_merge(xj_report *r, int64_t rows, int64_t k, int p, int me);
 /* One more unit done; rank 0 prints a line when due. */
 void report_progress(xj_report *r, const xj_comm *c);
 /* Collective: print the phases of the slowest rank (they add up to its
- * total), the FLOPs and bytes written over all ranks, on rank 0, and
- * write JSON to json_path when it is not empty. */
+ * total), the FLOPs and bytes written over all ranks, and the backend's
+ * counters (candidates rescored, device time by kernel class, summed
+ * over ranks), on rank 0, and write JSON to json_path when it is not
+ * empty. */
 void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
-		  const plan *p, const char *backend, const char *json_path);
+		  const plan *p, const xj_backend *be, const char *json_path);
 const char *report_phase_name(xj_phase ph);
 
 #endif

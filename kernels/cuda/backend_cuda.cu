@@ -177,6 +177,9 @@ static void work_free(cuda_backend *c)
 	dev_free(&c->nvalid);
 	dev_free(&c->tkey);
 	dev_free(&c->tidx);
+	dev_free(&c->stats);
+	dev_free(&c->gp[0]);
+	dev_free(&c->gp[1]);
 	dev_free(&c->bad);
 	dev_free(&c->rkey);
 	dev_free(&c->ridx);
@@ -204,12 +207,160 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 		return XJ_OK;
 	if (dev_alloc(&c->cand, tile, "candidate slots", st) ||
 	    dev_alloc(&c->ncand, XJ_CUDA_TQ, "candidate counts", st) ||
-	    dev_alloc(&c->skey, tile, "candidate sort keys", st) ||
-	    dev_alloc(&c->ckey, tile, "candidate keys", st) ||
-	    dev_alloc(&c->nvalid, XJ_CUDA_TQ, "candidate counts", st) ||
 	    dev_alloc(&c->tkey, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
-	    dev_alloc(&c->tidx, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st))
+	    dev_alloc(&c->tidx, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
+	    dev_alloc(&c->stats, 4, "selection counts", st))
 		return st->code;
+	CUDA_CHECK(st, cudaMemsetAsync(c->stats, 0, 4 * sizeof(*c->stats),
+				       c->stream));
+	if (!c->tune.rowsel)
+		return dev_alloc(&c->skey, tile, "candidate sort keys", st) ||
+		       dev_alloc(&c->ckey, tile, "candidate keys", st) ||
+		       dev_alloc(&c->nvalid, XJ_CUDA_TQ, "candidate counts",
+				 st) ? st->code : XJ_OK;
+	for (int s = 0; s < (c->tune.pipeline ? 2 : 1); s++)
+		if (dev_alloc(&c->gp[s],
+			      mul_sat(XJ_CUDA_TQ, c->tune.pass_cols),
+			      "a pass's GEMM tile", st))
+			return st->code;
+	return XJ_OK;
+}
+
+/* ---- tuning and timers --------------------------------------------------- */
+
+/* An integer variable: def when unset or empty, else its value in [lo,
+ * hi], else XJ_EXIT_USAGE. */
+static int env_int(const char *name, int64_t def, int64_t lo, int64_t hi,
+		   int64_t *out, xj_status *st)
+{
+	const char *v = getenv(name);
+	char *end = NULL;
+	long long x;
+
+	*out = def;
+	if (!v || !*v)
+		return XJ_OK;
+	x = strtoll(v, &end, 10);
+	if (*end || x < lo || x > hi)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "%s=%s: expected an integer in [%lld, %lld]",
+			       name, v, (long long)lo, (long long)hi);
+	*out = x;
+	return XJ_OK;
+}
+
+int cuda_tuning_get(cuda_tuning *t, xj_status *st)
+{
+	const char *sel = getenv("XJ_CUDA_SELECT");
+	int64_t pipe, cols, seed, timing;
+
+	if (!sel || !*sel || !strcmp(sel, "rowsel"))
+		t->rowsel = 1;
+	else if (!strcmp(sel, "tile"))
+		t->rowsel = 0;
+	else
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_SELECT=%s: expected rowsel or tile", sel);
+	if (env_int("XJ_CUDA_PIPELINE", 1, 0, 1, &pipe, st) ||
+	    env_int("XJ_CUDA_PASS_COLS", 4 * XJ_CUDA_TB, XJ_CUDA_TB,
+		    64 * XJ_CUDA_TB, &cols, st) ||
+	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
+	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st))
+		return st->code;
+	if (cols % XJ_CUDA_TB)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",
+			       (long long)cols, XJ_CUDA_TB);
+	t->pipeline = (int)pipe;
+	t->pass_cols = cols;
+	t->seed = (int)seed;
+	t->timing = (int)timing;
+	return XJ_OK;
+}
+
+static const char *const kt_names[KT_NCLASS] = {
+	"gemm", "rowsel", "scan", "rescore", "merge", "transpose", "prep",
+	"upload"
+};
+
+static int kt_setup(cuda_backend *c, xj_status *st)
+{
+	cuda_ktimer *k = &c->kt;
+
+	k->on = c->tune.timing;
+	for (int i = 0; i < KT_NCLASS; i++) {
+		c->be.ktime[i].name = kt_names[i];
+		c->be.ktime[i].ms = 0;
+		c->be.ktime[i].calls = 0;
+	}
+	c->be.nktime = k->on ? KT_NCLASS : 0;
+	if (!k->on)
+		return XJ_OK;
+	for (int s = 0; s < KT_RING; s++)
+		for (int e = 0; e < 2; e++)
+			CUDA_CHECK(st, cudaEventCreate(&k->ev[s][e]));
+	return XJ_OK;
+}
+
+static void kt_free(cuda_backend *c)
+{
+	for (int s = 0; s < KT_RING; s++)
+		for (int e = 0; e < 2; e++)
+			if (c->kt.ev[s][e])
+				(void)cudaEventDestroy(c->kt.ev[s][e]);
+}
+
+/* Read back the oldest pending pair (waits for its end). */
+static int kt_pop(cuda_backend *c, xj_status *st)
+{
+	cuda_ktimer *k = &c->kt;
+	int s = k->tail;
+	float ms = 0;
+
+	CUDA_CHECK(st, cudaEventSynchronize(k->ev[s][1]));
+	CUDA_CHECK(st, cudaEventElapsedTime(&ms, k->ev[s][0], k->ev[s][1]));
+	k->ms[k->cls[s]] += ms;
+	k->calls[k->cls[s]]++;
+	k->tail = (s + 1) % KT_RING;
+	k->n--;
+	return XJ_OK;
+}
+
+int cuda_kt_start(cuda_backend *c, int cls, cudaStream_t s, int *slot,
+		  xj_status *st)
+{
+	cuda_ktimer *k = &c->kt;
+	int i;
+
+	*slot = -1;
+	if (!k->on)
+		return XJ_OK;
+	if (k->n == KT_RING && kt_pop(c, st))
+		return st->code;
+	i = (k->tail + k->n) % KT_RING;
+	k->cls[i] = cls;
+	CUDA_CHECK(st, cudaEventRecord(k->ev[i][0], s));
+	k->n++;
+	*slot = i;
+	return XJ_OK;
+}
+
+int cuda_kt_stop(cuda_backend *c, int slot, cudaStream_t s, xj_status *st)
+{
+	if (slot >= 0)
+		CUDA_CHECK(st, cudaEventRecord(c->kt.ev[slot][1], s));
+	return XJ_OK;
+}
+
+int cuda_kt_collect(cuda_backend *c, xj_status *st)
+{
+	while (c->kt.n > 0)
+		if (kt_pop(c, st))
+			return st->code;
+	for (int i = 0; i < c->be.nktime; i++) {
+		c->be.ktime[i].ms = c->kt.ms[i];
+		c->be.ktime[i].calls = c->kt.calls[i];
+	}
 	return XJ_OK;
 }
 
@@ -271,6 +422,8 @@ static void cuda_release(xj_backend *be)
 		(void)cudaStreamSynchronize(c->stream);
 	if (c->cstream)
 		(void)cudaStreamSynchronize(c->cstream);
+	if (c->gstream)
+		(void)cudaStreamSynchronize(c->gstream);
 	query_free(c);
 	base_free(c);
 	cuda_range_free(c);
@@ -284,7 +437,18 @@ static void cuda_release(xj_backend *be)
 			(void)cudaEventDestroy(c->tiled[s]);
 		if (c->copied[s])
 			(void)cudaEventDestroy(c->copied[s]);
+		if (c->gemm_done[s])
+			(void)cudaEventDestroy(c->gemm_done[s]);
+		if (c->sel_done[s])
+			(void)cudaEventDestroy(c->sel_done[s]);
 	}
+	if (c->prep_done)
+		(void)cudaEventDestroy(c->prep_done);
+	kt_free(c);
+	if (c->gblas)
+		(void)cublasDestroy(c->gblas);
+	if (c->gstream)
+		(void)cudaStreamDestroy(c->gstream);
 	if (c->cstream)
 		(void)cudaStreamDestroy(c->cstream);
 	if (c->blas)
@@ -331,13 +495,29 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 							cudaEventDisableTiming));
 		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->copied[s],
 							cudaEventDisableTiming));
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->gemm_done[s],
+							cudaEventDisableTiming));
+		CUDA_CHECK(st, cudaEventCreateWithFlags(&c->sel_done[s],
+							cudaEventDisableTiming));
 	}
+	CUDA_CHECK(st, cudaEventCreateWithFlags(&c->prep_done,
+						cudaEventDisableTiming));
+	if (kt_setup(c, st))
+		return st->code;
 	CUBLAS_CHECK(st, cublasCreate(&c->blas));
 	CUBLAS_CHECK(st, cublasSetStream(c->blas, c->stream));
 	/* float32 arithmetic for cublasSgemm (no TF32 or BF16x9 emulation):
 	 * the GEMM error bound of metric.h assumes it; the other precisions
 	 * name their compute type in cublasGemmEx */
 	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+	if (c->cfg.k >= 1 && c->tune.rowsel && c->tune.pipeline) {
+		CUDA_CHECK(st, cudaStreamCreateWithFlags(&c->gstream,
+							 cudaStreamNonBlocking));
+		CUBLAS_CHECK(st, cublasCreate(&c->gblas));
+		CUBLAS_CHECK(st, cublasSetStream(c->gblas, c->gstream));
+		CUBLAS_CHECK(st, cublasSetMathMode(c->gblas,
+						   CUBLAS_DEFAULT_MATH));
+	}
 	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
 	    cuda_query_reserve(c, c->cfg.max_query_rows, st) ||
 	    cuda_base_reserve(c, c->cfg.max_base_rows, st) ||
@@ -376,6 +556,18 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 			       sizeof(*c));
 	c->cfg = *cfg;
 	c->device = device;
+	if (cuda_tuning_get(&c->tune, st)) {
+		free(c);
+		return st->code;
+	}
+	snprintf(c->detail, sizeof(c->detail), "%s%s, pass %lld%s%s%s",
+		 c->tune.rowsel ? "rowsel" : "tile",
+		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
+		 (long long)(c->tune.rowsel ? c->tune.pass_cols : XJ_CUDA_TB),
+		 c->tune.rowsel && c->tune.pipeline ? ", pipelined" : "",
+		 c->tune.timing ? ", timed" : "",
+		 cfg->k < 1 ? " (top-k only)" : "");
+	c->be.detail = c->detail;
 	c->lowp = cfg->precision == XJ_PREC_BF16 ||
 		  cfg->precision == XJ_PREC_FP16;
 	/* what the driver makes for a matrix (app/main.c passes k = 0, and
@@ -428,8 +620,24 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
-	if (k >= 1)
-		fixed += tile * 16 + XJ_CUDA_TQ * 8.0 + XJ_CUDA_TQ * k * 12;
+	if (k >= 1) {
+		cuda_tuning tu;
+		xj_status ignore;
+
+		/* a bad variable fails backend_cuda_create; count the defaults */
+		if (cuda_tuning_get(&tu, &ignore)) {
+			tu.rowsel = 1;
+			tu.pipeline = 1;
+			tu.pass_cols = 4 * XJ_CUDA_TB;
+		}
+		/* candidate slots and counts, merge scratch, counters */
+		fixed += tile * 4 + XJ_CUDA_TQ * 4.0 + XJ_CUDA_TQ * k * 12 + 32;
+		if (tu.rowsel)   /* the passes' tiles */
+			fixed += (tu.pipeline ? 2 : 1) * 4.0 * XJ_CUDA_TQ *
+				 (double)tu.pass_cols;
+		else             /* sort keys, keys, counts */
+			fixed += tile * 12 + XJ_CUDA_TQ * 4.0;
+	}
 	else if (cfg->range)   /* candidate slots, the pair buffer */
 		fixed += tile * 4 + XJ_CUDA_TQ * 4.0 + 8 +
 			 tile * XJ_CUDA_RANGE_TILES * 16;

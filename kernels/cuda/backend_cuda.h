@@ -69,6 +69,27 @@
  * candidates changes. fp16 cannot hold |x| > 65504: a query or base chunk
  * holding such a value (found on the host) runs its tiles in fp32.
  *
+ * How top-k selects (A/B switches of one binary, read from the
+ * environment at create; a bad value fails create with XJ_EXIT_USAGE;
+ * be->detail says what runs):
+ *   XJ_CUDA_SELECT=rowsel|tile   rowsel (default): a pass of TQ query
+ *                rows against up to XJ_CUDA_PASS_COLS base rows is one
+ *                GEMM and one kernel that scans, seeds, rescores (a warp
+ *                per candidate and a bound that decides most keys),
+ *                sorts and merges (rowsel.cuh, topk_pass.cu); tile: per
+ *                TQ x TB tile a GEMM and the scan, rescore and merge
+ *                kernels (select.cuh, rescore.cuh)
+ *   XJ_CUDA_PASS_COLS=N          rowsel's base rows per pass, a multiple
+ *                of TB = 4096 (default 16384)
+ *   XJ_CUDA_PIPELINE=1|0         rowsel's GEMMs on a stream of their own
+ *                into two tile buffers, so a pass's GEMM runs beside the
+ *                previous pass's selection (default 1)
+ *   XJ_CUDA_SEED=1|0             rowsel seeds a row's gate from its first
+ *                sub-tile's k-th smallest GEMM value (default 1)
+ *   XJ_CUDA_TIMING=1|0           events around every launch, summed per
+ *                kernel class into be->ktime (default 1)
+ * The lists are the same bits under every setting.
+ *
  * Memory: everything is allocated by backend_cuda_create for
  * cfg->max_query_rows and cfg->max_base_rows (larger chunks later make
  * the backend grow its buffers, which may fail with XJ_EXIT_RESOURCE).
@@ -116,9 +137,12 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  GEMM); + 4d (cosine) + 2d
  *                  (bf16/fp16) + 16 (norms) + 4/TB (sub-tile max)
  *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) + 16 (row
- *                  flags) and, for k >= 1, TQ x TB x 16
- *                  (candidate slots) + TQ x 8 (counts) + TQ x k x 12
- *                  (merge scratch); for k = 0, TQ x d x 8 (a query tile
+ *                  flags) and, for k >= 1, TQ x TB x 4 (candidate
+ *                  slots) + TQ x 4 (counts) + TQ x k x 12 (merge
+ *                  scratch) + 32 (counters), and then for rowsel TQ x
+ *                  XJ_CUDA_PASS_COLS x 4 per pass tile (two with the
+ *                  pipeline), for tile TQ x TB x 12 (sort keys, keys) +
+ *                  TQ x 4; for k = 0, TQ x d x 8 (a query tile
  *                  in double) + TQ x TB x 8 (its dot products) +
  *                  4 TQ TB / 32^2 (a flag per 32 x 32 square) + 8 (the
  *                  count); for a range join (k = 0, cfg->range) instead
@@ -214,6 +238,47 @@ int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
 				     const float *qx, int64_t qfirst,
 				     int64_t qrows, const xj_rows *b,
 				     int64_t *steps, int64_t cap);
+
+/*
+ * The top-k pass of rowsel.cuh run on the host (tests): query rows q
+ * (nq x d, global rows from qfirst) against one base chunk b (nb x d,
+ * from bfirst), with g (nq x nb, row-major) the tile values as the GEMM
+ * of precision p would give them: alpha q.b with alpha -2 (l2 family) or
+ * -1 (ip), -qn.bn on rows normalised as the backend normalises them
+ * (cosine). Tiles of tq query rows, passes of pass_cols base rows,
+ * sub-tiles of tb. The lists (key, idx: nq x k; count: nq) and gates
+ * (nq) carry over from call to call, so several chunks stream in turn;
+ * backend_cuda_host_topk_init starts them as topk_begin does. stats gets
+ * the rescored pairs, those left undecided by the bound and the
+ * sub-tiles seeded, added.
+ */
+typedef struct backend_cuda_host_pass {
+	xj_metric metric;
+	int64_t d, k;
+	xj_precision p;
+	const float *q;
+	int64_t nq, qfirst;
+	const float *b;
+	int64_t nb, bfirst;
+	const float *g;
+	int self, has_threshold;
+	float threshold_key;
+	int64_t tq, tb, pass_cols;
+	int seed;
+} backend_cuda_host_pass;
+
+/* xjc_seed_gate (canonical.cuh): the gate of a row whose k eligible
+ * columns have scan values <= t. */
+double backend_cuda_host_seed_gate(xj_metric m, int64_t d, float t,
+				   double qq, float qnorm, float bmax,
+				   xj_precision p);
+void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
+				 float threshold_key, int64_t nq, int64_t k,
+				 float *key, int64_t *idx, int64_t *count,
+				 double *gate);
+int backend_cuda_host_topk(const backend_cuda_host_pass *p, float *key,
+			   int64_t *idx, int64_t *count, double *gate,
+			   unsigned long long stats[3], xj_status *st);
 
 /*
  * The device pieces on their own, for the gpu tests (each a complete,

@@ -2,7 +2,8 @@
  * backend_cuda_int.h: what the files of the CUDA backend share; private
  * to the .cu files of kernels/cuda (C++: app/ sees backend_cuda.h only).
  *
- * defines: XJ_CUDA_TQ, XJ_CUDA_TB, MIN64, XJC_BAD_NONE, cuda_backend,
+ * defines: XJ_CUDA_TQ, XJ_CUDA_TB, MIN64, XJC_BAD_NONE, cuda_tuning,
+ *          cuda_ktimer, KT_*, cuda_backend,
  *          cuda_of, mul_sat, dev_alloc, dev_free, and declares the
  *          functions one file of the backend defines for another
  *          (cuda_ prefix)
@@ -11,8 +12,13 @@
  *                    memory formulas, the row checks of both paths,
  *                    devices
  *   topk_cuda.cu     top-k: topk_begin, topk_add, topk_end and
- *                    topk_end_merged; the host builds and device pieces
- *                    the tests call
+ *                    topk_end_merged, the tile kernels of
+ *                    XJ_CUDA_SELECT=tile; the host builds and device
+ *                    pieces the tests call
+ *   topk_pass.cu     top-k's passes (XJ_CUDA_SELECT=rowsel, the default):
+ *                    the GEMM of a pass on its stream into one of two
+ *                    tile buffers, rowsel.cuh's kernel behind it; the
+ *                    host run of that kernel for the tests
  *   matrix_cuda.cu   matrix blocks: matrix_start, matrix_wait, block
  *                    memory
  *   range_cuda.cu    range join: range_begin, range_add, range_end,
@@ -68,6 +74,41 @@ static_assert(XJ_CUDA_RANGE_TILES >= 1,
 #define MIN64(a, b) ((a) < (b) ? (a) : (b))
 
 struct cuda_range;
+
+/*
+ * How top-k runs (backend_cuda.h lists the variables): the A/B switches
+ * of one binary, read once from the environment.
+ */
+typedef struct cuda_tuning {
+	int rowsel;             /* XJ_CUDA_SELECT: 1 rowsel, 0 tile */
+	int pipeline;           /* XJ_CUDA_PIPELINE: GEMMs on their own
+				 * stream, two tile buffers */
+	int64_t pass_cols;      /* XJ_CUDA_PASS_COLS: base rows per pass,
+				 * a multiple of XJ_CUDA_TB */
+	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
+	int timing;             /* XJ_CUDA_TIMING: events around kernels */
+} cuda_tuning;
+
+/* Reads and checks the variables (XJ_EXIT_USAGE naming a bad value). */
+int cuda_tuning_get(cuda_tuning *t, xj_status *st);
+
+/* Kernel classes timed with events (xj_backend.ktime, in this order). */
+enum {
+	KT_GEMM, KT_ROWSEL, KT_SCAN, KT_RESCORE, KT_MERGE, KT_TRANSPOSE,
+	KT_PREP, KT_UPLOAD, KT_NCLASS
+};
+#define KT_RING 256             /* event pairs in flight */
+
+/* Event pairs around launches, read back (summed per class) when the
+ * ring is full and at topk_end. */
+typedef struct cuda_ktimer {
+	int on;
+	cudaEvent_t ev[KT_RING][2];
+	int cls[KT_RING];
+	int tail, n;            /* pending pairs: tail .. tail + n - 1 */
+	double ms[KT_NCLASS];
+	int64_t calls[KT_NCLASS];
+} cuda_ktimer;
 
 /* A row flag with no bad row, as prep.cuh defines it, for the files that
  * do not include prep.cuh; topk_cuda.cu includes both, so the compiler
@@ -157,6 +198,21 @@ typedef struct cuda_backend {
 	int64_t pbound;         /* an upper bound of *pcount (host) */
 	struct cuda_range *range;    /* host blocks, the ordered rows */
 
+	/* top-k's passes (topk_pass.cu) */
+	cuda_tuning tune;
+	char detail[96];        /* be.detail: the tuning in words */
+	cudaStream_t gstream;   /* the passes' GEMMs (tune.pipeline) */
+	cublasHandle_t gblas;   /* cuBLAS on gstream */
+	float *gp[2];           /* TQ x pass_cols: a pass's tile, in turn */
+	cudaEvent_t gemm_done[2];   /* the GEMM into gp[s] done */
+	cudaEvent_t sel_done[2];    /* the kernels reading gp[s] done */
+	cudaEvent_t prep_done;  /* the chunk's norms and copies made */
+	int next_gp;
+	int64_t pend_i0, pend_j0;   /* a plain pass being gathered */
+	int pend_tq, pend_nb;       /* pend_nb 0: none */
+	unsigned long long *stats;  /* device: rescored, undecided, seeded */
+	cuda_ktimer kt;
+
 	int active;             /* between topk_begin and topk_end */
 	int ractive;            /* between range_begin and range_end */
 	int64_t qrows, qfirst;
@@ -221,7 +277,20 @@ int cuda_flags_reset(cuda_backend *c, xj_status *st);
 int cuda_entry_fail(const cuda_backend *c, int rc, const char *call,
 		    xj_status *st);
 
+/* Event pair around work queued on s for kernel class cls: start
+ * returns its slot (-1 when timing is off) for stop. */
+int cuda_kt_start(cuda_backend *c, int cls, cudaStream_t s, int *slot,
+		  xj_status *st);
+int cuda_kt_stop(cuda_backend *c, int slot, cudaStream_t s, xj_status *st);
+/* Every pending pair read back into c->be.ktime (waits for them). */
+int cuda_kt_collect(cuda_backend *c, xj_status *st);
+
 /* ---- topk_cuda.cu ---------------------------------------------------- */
+
+int cuda_gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
+		  int64_t d, float alpha, const void *a, const void *b,
+		  float *g, xj_status *st);
+xj_precision cuda_tile_prec(const cuda_backend *c);
 
 int cuda_prep_norms(const float *x, int64_t rows, int64_t d, xj_metric m,
 		    int64_t first_row, double *n2, float *fn2, float *fnorm,
@@ -241,6 +310,18 @@ int cuda_base_done(cuda_backend *c, int slot, xj_status *st);
 int cuda_tile_scan(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 		   int64_t j0, int nb, xj_status *st);
 int cuda_flag_bad(unsigned long long flag, xj_status *st);
+
+/* ---- topk_pass.cu ---------------------------------------------------- */
+
+/* The chunk's prepared rows are what the passes' GEMMs read. */
+int cuda_pass_chunk(cuda_backend *c, xj_status *st);
+/* Query rows [i0, i0 + tq) against chunk rows [j0, j0 + nb), one pass. */
+int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		    int64_t j0, int nb, xj_status *st);
+/* A self-join's block pair: query rows [i0, i0 + na) (chunk rows i0 -
+ * off ...) against chunk rows [j0, j0 + nb), and the transposed tile. */
+int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
+		   int64_t j0, int nb, int64_t off, xj_status *st);
 
 /* ---- range_cuda.cu --------------------------------------------------- */
 

@@ -5,8 +5,8 @@
  * defines: xjc_norm2, xjc_sqdist, xjc_dot, xjc_step, xjc_key_of_sum,
  *          xjc_key, xjc_is_sq, xjc_is_inf,
  *          xjc_err_bound, xjc_err_bound_prec, xjc_gate_approx,
- *          xjc_scan_threshold,
- *          xjc_key_order, xjc_sortkey, xjc_less
+ *          xjc_scan_threshold, xjc_seed_gate,
+ *          xjc_key_order, xjc_order_value, xjc_sortkey, xjc_less
  *
  * Math (metric.h): with q, b float32 rows of dimension d,
  *   s = sum_i ((double)q_i - (double)b_i)^2     p = sum_i (double)q_i b_i
@@ -299,6 +299,63 @@ XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
 	return INFINITY;
 }
 
+/*
+ * The gate a query row may take once k base rows, none the row itself,
+ * have GEMM values v <= t (v as the scan forms it: |b|^2 - 2 q.b for the
+ * l2 family, -q.b for ip, -qn.bn for cosine; err the bound of the GEMM's
+ * precision p for the largest base norm bmax of those rows). Each of the
+ * k pairs has exact approx-space value <= S = t + c + err (c = |q|^2, 1
+ * or 0, as in xjc_scan_threshold), so canonical key <= K = the key of
+ * S rounded up: S is first raised by 2^-20 (|S| + err), which covers the
+ * double roundings of S and the canonical sum's own error against the
+ * exact value (at most d 2^-53 relative for the l2 family, and 2^-30 of
+ * err for ip and cosine), then sqrt (l2, raised by 2^-40 for its
+ * rounding) and float both round up. The k-th best key of the row is
+ * <= K, so metric_gate_approx(K) is a valid gate: every pair that can
+ * still enter the list has a key <= K and an approx-space value below
+ * it. +inf (no gate) when the bound is infinite or t is not finite.
+ */
+XJC_HD double xjc_seed_gate(int m, int64_t d, float t, double qq, float qnorm,
+			    float bmax, int p)
+{
+	double err, c, s;
+	float key;
+
+	if (!(t < FLT_MAX && t > -FLT_MAX))
+		return INFINITY;
+	switch (m) {
+	case XJ_METRIC_L2:
+	case XJ_METRIC_SQEUCLIDEAN:
+		c = qq;
+		err = xjc_err_bound_prec(m, d, qnorm, bmax, p);
+		break;
+	case XJ_METRIC_COSINE:
+		c = 1.0;
+		err = xjc_err_bound_prec(m, d, 1, 1, p);
+		break;
+	case XJ_METRIC_IP:
+		c = 0.0;
+		err = xjc_err_bound_prec(m, d, qnorm, bmax, p);
+		break;
+	default:
+		return INFINITY;
+	}
+	if (xjc_is_inf(err))
+		return INFINITY;
+	s = XJC_ADD(XJC_ADD((double)t, c), err);
+	s = XJC_ADD(s, XJC_MUL(0x1p-20, XJC_ADD(fabs(s), err)));
+	if (xjc_is_inf(s))
+		return INFINITY;
+	if (m == XJ_METRIC_L2) {
+		if (!(s >= 0))
+			return INFINITY;
+		key = XJC_F32_UP(XJC_SQRT(XJC_MUL(s, 1.0 + 0x1p-40)));
+	} else {
+		key = XJC_F32_UP(s);
+	}
+	return xjc_gate_approx(m, key);
+}
+
 /* ---- the total order ------------------------------------------------- */
 
 /* (ka, ia) before (kb, ib): key, then index (topk_less without padding;
@@ -322,6 +379,17 @@ XJC_HD uint32_t xjc_key_order(float key)
 		key = 0.0f;
 	memcpy(&u, &key, sizeof(u));
 	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The float whose image is u (the inverse of xjc_key_order on the
+ * images of floats other than -0). */
+XJC_HD float xjc_order_value(uint32_t u)
+{
+	uint32_t b = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+	float f;
+
+	memcpy(&f, &b, sizeof(f));
+	return f;
 }
 
 /*

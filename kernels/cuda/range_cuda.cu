@@ -13,10 +13,14 @@
  * bound of the GEMM's precision for the sub-tile's largest base norm
  * (xjc_scan_threshold). So no pair whose canonical key can be <= the
  * threshold key is dropped, however the GEMM rounds: the CPU's
- * argument (cpu_range.c). Each kept column is rescored here with
- * xjc_key (canonical.cuh: the bits of metric_key) and kept when that
- * key is <= the threshold key: membership is decided by the canonical
- * value alone, exactly as on the CPU.
+ * argument (cpu_range.c). Each kept column is rescored here to its
+ * canonical key (the bits of metric_key) and kept when that key is <=
+ * the threshold key: membership is decided by the canonical value alone,
+ * exactly as on the CPU. Under XJ_CUDA_SELECT=rowsel (the default) a warp
+ * rescores a candidate, its lanes reading the base row coalesced, and
+ * metric_sum_decide gives the key from that sum's bound (the rare
+ * undecided pair is summed in index order, xjc_key); under tile each
+ * thread sums one candidate with xjc_key.
  *
  * Kept pairs (key, row of the chunk, global base index) are appended to a
  * device buffer of pcap = XJ_CUDA_RANGE_TILES tiles of pairs, one atomic
@@ -85,11 +89,43 @@ struct cuda_range {
 
 /* ---- device ---------------------------------------------------------- */
 
+/* A warp's kept pairs (lane's own candidate: keep, key, base row j)
+ * into the buffer with one atomic: ballot, a leader's atomicAdd, each
+ * lane's place by the kept lanes below it. */
+__device__ __forceinline__ void range_append(int keep, float key, int j,
+					     int row, int64_t bfirst,
+					     float *pkey, int32_t *prow,
+					     int64_t *pidx,
+					     unsigned long long *pcount,
+					     unsigned long long pcap)
+{
+	unsigned lane = threadIdx.x & 31u;
+	unsigned mask = __ballot_sync(0xffffffffu, keep);
+	unsigned long long base = 0;
+
+	if (!mask)
+		return;
+	if (lane == (unsigned)(__ffs((int)mask) - 1))
+		base = atomicAdd(pcount, (unsigned long long)__popc(mask));
+	base = __shfl_sync(0xffffffffu, base, __ffs((int)mask) - 1);
+	if (keep) {
+		unsigned long long o =
+			base + (unsigned)__popc(mask & ((1u << lane) - 1u));
+
+		/* the host leaves room for the whole tile; a count past
+		 * pcap is reported by the host (range_count) */
+		if (o < pcap) {
+			pkey[o] = key;
+			prow[o] = row;
+			pidx[o] = bfirst + j;
+		}
+	}
+}
+
 /*
  * One block per query row of the tile, candidates strided over threads
  * in steps the whole block takes together (n is the block's), so that
- * each warp reserves its kept pairs with one atomic: ballot, a leader's
- * atomicAdd, each lane's place by the kept lanes below it.
+ * each warp reserves its kept pairs with one atomic (range_append).
  */
 __global__ void __launch_bounds__(RANGE_THREADS)
 range_rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
@@ -103,13 +139,10 @@ range_rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
 	int n = ncand[r];
 	const float *q = qx + (int64_t)r * d;
 	const int *slots = cand + (int64_t)r * cap;
-	unsigned lane = threadIdx.x & 31u;
 
 	for (int c0 = 0; c0 < n; c0 += RANGE_THREADS) {
 		int c = c0 + (int)threadIdx.x, j = 0, keep = 0;
 		float key = 0.0f;
-		unsigned mask;
-		unsigned long long base = 0;
 
 		if (c < n) {
 			j = slots[c];
@@ -117,26 +150,76 @@ range_rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
 				      bb[j]);
 			keep = key <= thr_key;
 		}
-		mask = __ballot_sync(0xffffffffu, keep);
-		if (!mask)
-			continue;
-		if (lane == (unsigned)(__ffs((int)mask) - 1))
-			base = atomicAdd(pcount,
-					 (unsigned long long)__popc(mask));
-		base = __shfl_sync(0xffffffffu, base, __ffs((int)mask) - 1);
-		if (keep) {
-			unsigned long long o =
-				base + (unsigned)__popc(mask &
-							((1u << lane) - 1u));
+		range_append(keep, key, j, row0 + r, bfirst, pkey, prow, pidx,
+			     pcount, pcap);
+	}
+}
 
-			/* the host leaves room for the whole tile; a count
-			 * past pcap is reported by the host (range_count) */
-			if (o < pcap) {
-				pkey[o] = key;
-				prow[o] = row0 + r;
-				pidx[o] = bfirst + j;
+/*
+ * The same with the rescoring of XJ_CUDA_SELECT=rowsel (rowsel.cuh): a
+ * warp takes 32 candidates, one after the other all its lanes sum a
+ * candidate's terms (elements lane, lane + 32, ...: coalesced reads of
+ * the base row) and a butterfly adds them; metric_sum_decide gives the
+ * key, which the lane that owns the candidate keeps. A key the bound
+ * leaves undecided is summed in index order by its owner. Then one
+ * append for the 32.
+ */
+__global__ void __launch_bounds__(RANGE_THREADS)
+range_rescore_warp_kernel(int m, int64_t d, const float *qx, const double *qq,
+			  const float *bx, const double *bb, int64_t bfirst,
+			  const int *cand, const int *ncand, int cap,
+			  float thr_key, int row0, float *pkey, int32_t *prow,
+			  int64_t *pidx, unsigned long long *pcount,
+			  unsigned long long pcap)
+{
+	const int warps = RANGE_THREADS / 32;
+	int r = blockIdx.x, n = ncand[r];
+	int lane = (int)(threadIdx.x & 31u), w = (int)(threadIdx.x >> 5);
+	const float *q = qx + (int64_t)r * d;
+	const int *slots = cand + (int64_t)r * cap;
+	int sq = xjc_is_sq(m);
+
+	for (int g = w * 32; g < n; g += warps * 32) {
+		int mine = g + lane, j = mine < n ? slots[mine] : 0, und = 0;
+		float key = 0.0f;
+
+		for (int t = 0; t < 32 && g + t < n; t++) {
+			int jt = slots[g + t];
+			const float *b = bx + (int64_t)jt * d;
+			double s = 0.0, a = 0.0;
+			float kt;
+			int ut;
+
+			for (int64_t i = lane; i < d; i += 32) {
+				double x;
+
+				if (sq) {
+					x = __dsub_rn((double)q[i], (double)b[i]);
+					x = __dmul_rn(x, x);
+				} else {
+					x = __dmul_rn((double)q[i], (double)b[i]);
+				}
+				s = __dadd_rn(s, x);
+				a = __dadd_rn(a, fabs(x));
+			}
+#pragma unroll
+			for (int off = 16; off >= 1; off /= 2) {
+				s = __dadd_rn(s, __shfl_xor_sync(0xffffffffu, s,
+								 off));
+				a = __dadd_rn(a, __shfl_xor_sync(0xffffffffu, a,
+								 off));
+			}
+			ut = metric_sum_decide((xj_metric)m, d, s, sq ? s : a,
+					       qq[r], bb[jt], &kt);
+			if (lane == t) {
+				key = kt;
+				und = ut;
 			}
 		}
+		if (mine < n && und)
+			key = xjc_key(m, q, bx + (int64_t)j * d, d, qq[r], bb[j]);
+		range_append(mine < n && key <= thr_key, key, j, row0 + r,
+			     bfirst, pkey, prow, pidx, pcount, pcap);
 	}
 }
 
@@ -383,16 +466,32 @@ static int range_tile(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 		      int64_t j0, int nb, xj_status *st)
 {
 	int64_t d = c->cfg.d;
+	int kt;
 
 	if (range_room(c, (int64_t)tq * nb, st) ||
 	    cuda_tile_scan(c, b, i0, tq, j0, nb, st))
 		return st->code;
-	range_rescore_kernel<<<tq, RANGE_THREADS, 0, c->stream>>>(
-		(int)c->cfg.metric, d, c->q + i0 * d, c->qq + i0,
-		c->b + j0 * d, c->bb + j0, b->first_row + j0, c->cand,
-		c->ncand, XJ_CUDA_TB, c->cfg.threshold_key, (int)i0, c->pkey,
-		c->prow, c->pidx, c->pcount, (unsigned long long)c->pcap);
-	CUDA_LAUNCH_CHECK(st, range_rescore_kernel);
+	if (cuda_kt_start(c, KT_RESCORE, c->stream, &kt, st))
+		return st->code;
+	if (c->tune.rowsel) {
+		range_rescore_warp_kernel<<<tq, RANGE_THREADS, 0, c->stream>>>(
+			(int)c->cfg.metric, d, c->q + i0 * d, c->qq + i0,
+			c->b + j0 * d, c->bb + j0, b->first_row + j0, c->cand,
+			c->ncand, XJ_CUDA_TB, c->cfg.threshold_key, (int)i0,
+			c->pkey, c->prow, c->pidx, c->pcount,
+			(unsigned long long)c->pcap);
+		CUDA_LAUNCH_CHECK(st, range_rescore_warp_kernel);
+	} else {
+		range_rescore_kernel<<<tq, RANGE_THREADS, 0, c->stream>>>(
+			(int)c->cfg.metric, d, c->q + i0 * d, c->qq + i0,
+			c->b + j0 * d, c->bb + j0, b->first_row + j0, c->cand,
+			c->ncand, XJ_CUDA_TB, c->cfg.threshold_key, (int)i0,
+			c->pkey, c->prow, c->pidx, c->pcount,
+			(unsigned long long)c->pcap);
+		CUDA_LAUNCH_CHECK(st, range_rescore_kernel);
+	}
+	if (cuda_kt_stop(c, kt, c->stream, st))
+		return st->code;
 	c->pbound += (int64_t)tq * nb;
 	return XJ_OK;
 }
@@ -435,7 +534,7 @@ static int range_end_run(cuda_backend *c, int64_t *count, xj_status *st)
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	CUDA_CHECK(st, cudaMemcpyAsync(&bad, &c->bad[1], sizeof(bad),
 				       cudaMemcpyDeviceToHost, c->stream));
-	if (range_count(c, &n, st))
+	if (range_count(c, &n, st) || cuda_kt_collect(c, st))
 		return st->code;
 	if (bad != XJC_BAD_NONE)
 		return cuda_flag_bad(bad, st);

@@ -36,7 +36,7 @@ rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
 	       const int *cand, const int *ncand, int cap, int has_thr,
 	       float thr_key, const float *ekey, const int64_t *eidx,
 	       const int64_t *ecount, int64_t k, uint64_t *skey, float *ckey,
-	       int *nvalid)
+	       int *nvalid, unsigned long long *rescored)
 {
 	__shared__ int s_n;
 	int r = blockIdx.x;
@@ -47,8 +47,11 @@ rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
 	float last_key = full ? ekey[(int64_t)r * k + k - 1] : 0.0f;
 	int64_t last_idx = full ? eidx[(int64_t)r * k + k - 1] : 0;
 
-	if (threadIdx.x == 0)
+	if (threadIdx.x == 0) {
 		s_n = 0;
+		if (n > 0)
+			atomicAdd(rescored, (unsigned long long)n);
+	}
 	__syncthreads();
 	for (int c = threadIdx.x; c < n; c += RESCORE_THREADS) {
 		int j = slots[c];
@@ -73,15 +76,16 @@ rescore_kernel(int m, int64_t d, const float *qx, const double *qq,
  * Rescore rows [0, tq) of the tile. qx, qq and the list arrays (ekey,
  * eidx: k per row; ecount) start at the tile's first query row; bx and bb
  * at the sub-tile's first base row, whose global index is bfirst. Reads
- * (cand, ncand) of sel_scan, writes (skey, ckey, nvalid) for sel_merge.
+ * (cand, ncand) of sel_scan, writes (skey, ckey, nvalid) for sel_merge;
+ * adds the candidates it rescores to *rescored.
  */
 static int rescore(int tq, xj_metric m, int64_t d, const float *qx,
 		   const double *qq, const float *bx, const double *bb,
 		   int64_t bfirst, const int *cand, const int *ncand, int cap,
 		   int has_thr, float thr_key, const float *ekey,
 		   const int64_t *eidx, const int64_t *ecount, int64_t k,
-		   uint64_t *skey, float *ckey, int *nvalid, cudaStream_t s,
-		   xj_status *st)
+		   uint64_t *skey, float *ckey, int *nvalid,
+		   unsigned long long *rescored, cudaStream_t s, xj_status *st)
 {
 	if (tq <= 0)
 		return XJ_OK;
@@ -93,7 +97,7 @@ static int rescore(int tq, xj_metric m, int64_t d, const float *qx,
 						      bfirst, cand, ncand, cap,
 						      has_thr, thr_key, ekey,
 						      eidx, ecount, k, skey,
-						      ckey, nvalid);
+						      ckey, nvalid, rescored);
 	CUDA_LAUNCH_CHECK(st, rescore_kernel);
 	return XJ_OK;
 }

@@ -102,14 +102,18 @@ int cuda_flag_bad(unsigned long long flag, xj_status *st)
 static int base_upload(cuda_backend *c, const xj_rows *b, int *slot,
 		       xj_status *st)
 {
-	int s = c->next_stage;
+	int s = c->next_stage, kt;
 	size_t bytes = (size_t)(b->rows * c->cfg.d) * sizeof(float);
 
 	CUDA_CHECK(st, cudaEventSynchronize(c->staged[s]));
 	memcpy(c->stage[s], b->x, bytes);
 	CUDA_CHECK(st, cudaStreamWaitEvent(c->cstream, c->consumed[s], 0));
+	if (cuda_kt_start(c, KT_UPLOAD, c->cstream, &kt, st))
+		return st->code;
 	CUDA_CHECK(st, cudaMemcpyAsync(c->braw[s], c->stage[s], bytes,
 				       cudaMemcpyHostToDevice, c->cstream));
+	if (cuda_kt_stop(c, kt, c->cstream, st))
+		return st->code;
 	CUDA_CHECK(st, cudaEventRecord(c->staged[s], c->cstream));
 	CUDA_CHECK(st, cudaStreamWaitEvent(c->stream, c->staged[s], 0));
 	c->b = c->braw[s];
@@ -142,7 +146,7 @@ static int lowp_needs_fp32(const cuda_backend *c, const float *x, int64_t n)
 
 /* Norms, the cosine copy, the sub-tile maxima and the 16-bit copy of the
  * base chunk (when its tiles use one). */
-static int base_prepare(cuda_backend *c, const xj_rows *b, xj_status *st)
+static int base_prepare_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
 	int cosine = m == XJ_METRIC_COSINE;
@@ -159,6 +163,16 @@ static int base_prepare(cuda_backend *c, const xj_rows *b, xj_status *st)
 	if (c->lowp && !c->q_fp32 && !c->b_fp32 &&
 	    prep_lowp(cosine ? c->bhat : c->b, b->rows * c->cfg.d,
 		      c->cfg.precision, c->blow, c->stream, st))
+		return st->code;
+	return XJ_OK;
+}
+
+static int base_prepare(cuda_backend *c, const xj_rows *b, xj_status *st)
+{
+	int kt;
+
+	if (cuda_kt_start(c, KT_PREP, c->stream, &kt, st) ||
+	    base_prepare_run(c, b, st) || cuda_kt_stop(c, kt, c->stream, st))
 		return st->code;
 	return XJ_OK;
 }
@@ -259,9 +273,9 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
  * tensor cores with CUBLAS_COMPUTE_32F_FAST_TF32, and CUBLAS_COMPUTE_32F
  * for 16-bit inputs (metric_err_bound_prec's model).
  */
-static int gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
-		    int64_t d, float alpha, const void *a, const void *b,
-		    float *g, xj_status *st)
+int cuda_gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
+		  int64_t d, float alpha, const void *a, const void *b,
+		  float *g, xj_status *st)
 {
 	cudaDataType_t t16 = p == XJ_PREC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
 	float beta = 0.0f;
@@ -293,12 +307,12 @@ static int gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
 	case XJ_PREC_AUTO:
 		break;
 	}
-	return xj_fail(st, XJ_EXIT_INTERNAL, "gemm_run: precision %d",
+	return xj_fail(st, XJ_EXIT_INTERNAL, "cuda_gemm_run: precision %d",
 		       (int)p);
 }
 
 /* The GEMM precision of the current chunk's tiles. */
-static xj_precision tile_prec(const cuda_backend *c)
+xj_precision cuda_tile_prec(const cuda_backend *c)
 {
 	if (c->lowp && (c->q_fp32 || c->b_fp32))
 		return XJ_PREC_FP32;   /* fp16 cannot hold this chunk */
@@ -319,11 +333,17 @@ static int tile_scan(cuda_backend *c, const xj_rows *b, const float *g,
 	const xj_backend_cfg *cfg = &c->cfg;
 	xj_metric m = cfg->metric;
 
-	return sel_scan(g, tq, nb, xjc_is_sq(m) ? c->bn2 + j0 : NULL, m,
-			cfg->d, c->gate + i0, c->qq + i0, c->qnorm + i0,
-			c->submax + j0 / XJ_CUDA_TB, p, cfg->self,
-			c->qfirst + i0, b->first_row + j0, c->cand,
-			XJ_CUDA_TB, c->ncand, c->stream, st);
+	int kt;
+
+	if (cuda_kt_start(c, KT_SCAN, c->stream, &kt, st) ||
+	    sel_scan(g, tq, nb, xjc_is_sq(m) ? c->bn2 + j0 : NULL, m,
+		     cfg->d, c->gate + i0, c->qq + i0, c->qnorm + i0,
+		     c->submax + j0 / XJ_CUDA_TB, p, cfg->self,
+		     c->qfirst + i0, b->first_row + j0, c->cand,
+		     XJ_CUDA_TB, c->ncand, c->stream, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st))
+		return st->code;
+	return XJ_OK;
 }
 
 /* The GEMM of query rows [i0, i0 + tq) against base chunk rows [j0, j0 +
@@ -339,12 +359,18 @@ static int tile_gemm(cuda_backend *c, int64_t i0, int tq, int64_t j0, int nb,
 	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f;
 	const void *ga = ba + j0 * d, *gb = qa + i0 * d;
 
-	*p = tile_prec(c);
+	int kt;
+
+	*p = cuda_tile_prec(c);
 	if (*p == XJ_PREC_BF16 || *p == XJ_PREC_FP16) {
 		ga = c->blow + j0 * d;
 		gb = c->qlow + i0 * d;
 	}
-	return gemm_run(c->blas, *p, nb, tq, d, alpha, ga, gb, c->g, st);
+	if (cuda_kt_start(c, KT_GEMM, c->stream, &kt, st) ||
+	    cuda_gemm_run(c->blas, *p, nb, tq, d, alpha, ga, gb, c->g, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st))
+		return st->code;
+	return XJ_OK;
 }
 
 /*
@@ -376,16 +402,22 @@ static int tile_select(cuda_backend *c, const xj_rows *b, const float *g,
 	xj_metric m = cfg->metric;
 	int64_t d = cfg->d, k = cfg->k, bfirst = b->first_row + j0;
 
+	int kr, km;
+
 	if (tile_scan(c, b, g, i0, tq, j0, nb, p, st) ||
+	    cuda_kt_start(c, KT_RESCORE, c->stream, &kr, st) ||
 	    rescore(tq, m, d, c->q + i0 * d, c->qq + i0, c->b + j0 * d,
 		    c->bb + j0, bfirst, c->cand, c->ncand, XJ_CUDA_TB,
 		    cfg->has_threshold, cfg->threshold_key, c->ekey + i0 * k,
 		    c->eidx + i0 * k, c->ecount + i0, k, c->skey, c->ckey,
-		    c->nvalid, c->stream, st) ||
+		    c->nvalid, c->stats, c->stream, st) ||
+	    cuda_kt_stop(c, kr, c->stream, st) ||
+	    cuda_kt_start(c, KT_MERGE, c->stream, &km, st) ||
 	    sel_merge(tq, m, k, c->gate0, c->skey, c->ckey, c->nvalid,
 		      XJ_CUDA_TB, bfirst, c->ekey + i0 * k, c->eidx + i0 * k,
 		      c->ecount + i0, c->gate + i0, c->tkey, c->tidx,
-		      c->stream, st))
+		      c->stream, st) ||
+	    cuda_kt_stop(c, km, c->stream, st))
 		return st->code;
 	return XJ_OK;
 }
@@ -581,24 +613,31 @@ static int sym_pair(cuda_backend *c, const xj_rows *b, const sym_item *it,
 	int64_t d = c->cfg.d, sa = it->i0 - it->off, sb = it->j0;
 	int na = it->tq, nb = it->nb;
 	float alpha = xjc_is_sq(m) ? -2.0f : -1.0f, one = 1.0f, zero = 0.0f;
-	xj_precision p = tile_prec(c);
+	xj_precision p = cuda_tile_prec(c);
 	const float *x = m == XJ_METRIC_COSINE ? c->bhat : c->b;
 	const void *xa = x + sa * d, *xb = x + sb * d;
 	float *gt = c->g + (int64_t)SYM_BLOCK * SYM_BLOCK;
+	int kt;
 
 	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
 		xa = c->blow + sa * d;
 		xb = c->blow + sb * d;
 	}
 	/* c->g = alpha X_a X_b^T, na x nb row-major */
-	if (gemm_run(c->blas, p, nb, na, d, alpha, xb, xa, c->g, st) ||
+	if (cuda_kt_start(c, KT_GEMM, c->stream, &kt, st) ||
+	    cuda_gemm_run(c->blas, p, nb, na, d, alpha, xb, xa, c->g, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st) ||
 	    tile_select(c, b, c->g, it->i0, na, sb, nb, p, st))
 		return st->code;
 	/* gt = c->g^T, nb x na row-major: column-major, c->g is nb x na
 	 * (ld nb) and gt na x nb (ld na). alpha 1 and beta 0 transpose A
 	 * (cuBLAS's documented special case); B = C is its in-place form. */
+	if (cuda_kt_start(c, KT_TRANSPOSE, c->stream, &kt, st))
+		return st->code;
 	CUBLAS_CHECK(st, cublasSgeam(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, na, nb,
 				     &one, c->g, nb, &zero, gt, na, gt, na));
+	if (cuda_kt_stop(c, kt, c->stream, st))
+		return st->code;
 	return tile_select(c, b, gt, sb + it->off, nb, sa, na, p, st);
 }
 
@@ -608,11 +647,49 @@ typedef struct add_ctx {
 	double flops;
 } add_ctx;
 
+/* The plain pass gathered so far (rowsel), queued. */
+static int pass_flush(cuda_backend *c, const xj_rows *b, xj_status *st)
+{
+	int nb = c->pend_nb;
+
+	if (nb == 0)
+		return XJ_OK;
+	c->pend_nb = 0;
+	return cuda_pass_plain(c, b, c->pend_i0, c->pend_tq, c->pend_j0, nb,
+			       st);
+}
+
+/* rowsel: consecutive plain tiles of the same query rows go into one
+ * pass of up to pass_cols chunk rows; a block pair is a pass of its own. */
+static int pass_step(cuda_backend *c, const xj_rows *b, const sym_item *it,
+		     xj_status *st)
+{
+	if (it->pair)
+		return pass_flush(c, b, st) ||
+		       cuda_pass_pair(c, b, it->i0, it->tq, it->j0, it->nb,
+				      it->off, st) ? st->code : XJ_OK;
+	if (c->pend_nb &&
+	    (c->pend_i0 != it->i0 || c->pend_tq != it->tq ||
+	     c->pend_j0 + c->pend_nb != it->j0 ||
+	     c->pend_nb + it->nb > c->tune.pass_cols) &&
+	    pass_flush(c, b, st))
+		return st->code;
+	if (c->pend_nb == 0) {
+		c->pend_i0 = it->i0;
+		c->pend_tq = it->tq;
+		c->pend_j0 = it->j0;
+	}
+	c->pend_nb += it->nb;
+	return XJ_OK;
+}
+
 static int add_step(void *ctx, const sym_item *it, xj_status *st)
 {
 	add_ctx *a = (add_ctx *)ctx;
 
 	a->flops += 2.0 * it->tq * (double)it->nb * (double)a->c->cfg.d;
+	if (a->c->tune.rowsel)
+		return pass_step(a->c, a->b, it, st);
 	if (it->pair)
 		return sym_pair(a->c, a->b, it, st);
 	return topk_tile(a->c, a->b, it->i0, it->tq, it->j0, it->nb, st);
@@ -654,7 +731,11 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
-	if (cuda_base_load(c, b, &slot, st) || sym_walk(&g, add_step, &a, st) ||
+	c->pend_nb = 0;
+	if (cuda_base_load(c, b, &slot, st) ||
+	    (c->tune.rowsel && cuda_pass_chunk(c, st)) ||
+	    sym_walk(&g, add_step, &a, st) ||
+	    (c->tune.rowsel && pass_flush(c, b, st)) ||
 	    cuda_base_done(c, slot, st))
 		return st->code;
 	c->be.gemm_flops += a.flops;
@@ -675,6 +756,20 @@ static int lists_to_host(cuda_backend *c, int64_t n, float *key,
 	return XJ_OK;
 }
 
+/* The selection's counters and the kernels' times, into c->be (waits
+ * for the queued work). */
+static int topk_account(cuda_backend *c, xj_status *st)
+{
+	unsigned long long h[4];
+
+	CUDA_CHECK(st, cudaMemcpyAsync(h, c->stats, sizeof(h),
+				       cudaMemcpyDeviceToHost, c->stream));
+	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
+	c->be.rescored_pairs = (double)h[0];
+	c->be.rescore_undecided = (double)h[1];
+	return cuda_kt_collect(c, st);
+}
+
 static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 			xj_status *st)
 {
@@ -690,6 +785,8 @@ static int topk_end_run(cuda_backend *c, float *key, int64_t *idx,
 				       cudaMemcpyDeviceToHost, c->stream));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	c->active = 0;
+	if (topk_account(c, st))
+		return st->code;
 	if (bad != XJC_BAD_NONE)
 		return cuda_flag_bad(bad, st);
 	return XJ_OK;
@@ -785,6 +882,10 @@ static int topk_end_merged_run(cuda_backend *c, const xj_transport *t,
 		free(cnt);
 		return nccl_transport_abandon(t, st);
 	}
+	if (topk_account(c, st)) {
+		free(cnt);
+		return nccl_transport_abandon(t, st);
+	}
 	rc = t->alltoallv(t, XJ_T_F32, c->ekey, cnt, cnt + p, c->rkey,
 			  cnt + 2 * p, cnt + 3 * p, st);
 	if (!rc)
@@ -820,6 +921,8 @@ int cuda_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 		return XJ_OK;
 	(void)cudaStreamSynchronize(c->stream);
 	(void)cudaStreamSynchronize(c->cstream);
+	if (c->gstream)
+		(void)cudaStreamSynchronize(c->gstream);
 	return cuda_entry_fail(c, rc, "topk_add", st);
 }
 
@@ -1076,7 +1179,7 @@ static int test_gemm_run(int device, xj_precision p, const float *q,
 		a = t->bl;
 		bq = t->ql;
 	}
-	if (gemm_run(t->h, p, (int)nb, (int)nq, d, alpha, a, bq, t->g, st))
+	if (cuda_gemm_run(t->h, p, (int)nb, (int)nq, d, alpha, a, bq, t->g, st))
 		return st->code;
 	CUDA_CHECK(st, cudaMemcpyAsync(g, t->g, (size_t)(nq * nb) * sizeof(float),
 				       cudaMemcpyDeviceToHost, t->s));

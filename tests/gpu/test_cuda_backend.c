@@ -403,10 +403,28 @@ static void test_host_work_bytes(void)
 			1000 * (4 * d + 28 + 12 * k));
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 3 * tb) - a,
 			tb * (8 * d + 16) + 4);
-	/* fixed: two matrix tiles, the flags, the candidate slots and the
-	 * merge scratch; the base rows' one maximum */
+	/* fixed: two matrix tiles, the flags, the candidate slots, the
+	 * merge scratch and the counters; the base rows' one maximum; and
+	 * by the selection (backend_cuda.h's variables): rowsel's two pass
+	 * tiles of 4 sub-tiles (one without the pipeline, wider passes
+	 * wider), or the tile kernels' sort keys, keys and counts */
+	unsetenv("XJ_CUDA_SELECT");
+	unsetenv("XJ_CUDA_PIPELINE");
+	unsetenv("XJ_CUDA_PASS_COLS");
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
-			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12);
+			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
+			2 * 4 * tq * 4 * tb);
+	setenv("XJ_CUDA_PIPELINE", "0", 1);
+	setenv("XJ_CUDA_PASS_COLS", "16384", 1);
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
+			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
+			4 * tq * 16384);
+	setenv("XJ_CUDA_SELECT", "tile", 1);
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
+			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12 + 32);
+	unsetenv("XJ_CUDA_SELECT");
+	unsetenv("XJ_CUDA_PIPELINE");
+	unsetenv("XJ_CUDA_PASS_COLS");
 	/* cosine's normalised copies, bf16 and fp16's 16-bit ones; tf32
 	 * rounds inside cuBLAS */
 	cfg.metric = XJ_METRIC_COSINE;

@@ -1,0 +1,566 @@
+/*
+ * rowsel.cuh: one pass of the top-k's selection in one kernel, a block
+ * per query row: scan, seed, rescore, sort and merge.
+ *
+ * defines: rowsel_args, rowsel, rowsel_host, RS_THREADS
+ *
+ * A pass is the GEMM tile G of TQ query rows against W consecutive rows
+ * of the base chunk (W up to the pass width, several TB sub-tiles). Block
+ * r walks its row's sub-tiles in order; for each sub-tile [c0, c1):
+ *
+ *   seed     when the row has no gate yet (no threshold, the list not
+ *            full, not seeded before) and the sub-tile has at least k
+ *            columns that are not the row itself: t = the k-th
+ *            smallest scan value v of those columns (a radix select: four
+ *            passes of 8 bits over the values' order images in a 256-bin
+ *            shared histogram), and the gate min(gate, xjc_seed_gate(t))
+ *            (canonical.cuh: k pairs have v <= t, so the k-th best key is
+ *            at most the key that t + err bounds). Without it the first
+ *            sub-tile of a row, with no gate yet, keeps all its columns.
+ *   scan     v_j = fn2_j + G[r][j] (l2 family; else G[r][j]); keep j when
+ *            v_j <= T = xjc_scan_threshold(gate) and j is not the row
+ *            itself: the kept columns go to the row's slots, in any order.
+ *   batches  of RS_BATCH kept columns, each:
+ *     rescore  a warp per candidate that still passes the scan under the
+ *              row's current gate (a merge may have tightened it): the
+ *              lanes sum the canonical terms of dimension elements lane,
+ *              lane + 32, ..., a butterfly adds the lanes, and
+ *              metric_sum_decide gives the canonical key from that sum's
+ *              bound; the rare pair it leaves undecided is summed in index
+ *              order by one lane (xjc_key). A candidate is dropped when a
+ *              threshold is set and its key does not pass it, or when the
+ *              list is full and (key, index) is not before its last entry.
+ *     sort     the survivors by (key, index), each thread the rank of one
+ *              (RS_BATCH^2 compares in all, no sort network).
+ *     merge    by rank (rank.cuh) into the row's list through its scratch
+ *              row; a full list sets the gate to min(gate,
+ *              metric_gate_approx(last key), gate of the threshold).
+ *
+ * Exactness is select.cuh's argument: every pair that can still enter the
+ * list passes the scan under any valid gate, is rescored canonically and
+ * merged, so the list is the best k by (key, index) of everything seen.
+ * The lists have the CPU's bits whatever the pass width, batch order or
+ * seeding.
+ *
+ * Cost per base element: 4 bytes of G and 4 of fn2 read once (L2 when
+ * the tile is), one float add and compare; a seeding sub-tile reads its
+ * values four more times. Per rescored pair: 4d bytes of the base row,
+ * read coalesced by one warp, and 3d double FLOPs (l2 family) or 2d in 32
+ * partial chains. Rows with no candidate cost one read of their tile row.
+ *
+ * Host and device run the same code: rowsel_row is written against a
+ * block (phases that end in a barrier: each thread, one thread, or each
+ * warp with its lanes' sums), which rs_dev_block runs with CUDA threads
+ * and rs_host_block as loops on the host, so the tests run the pass on
+ * any machine (backend_cuda_host_topk). Block-uniform values live in
+ * rs_shared and are read after the barrier that follows their write.
+ */
+#ifndef XJ_CUDA_ROWSEL_CUH
+#define XJ_CUDA_ROWSEL_CUH
+
+#include "canonical.cuh"
+#include "check.cuh"
+#include "rank.cuh"
+
+#define RS_THREADS 128
+#define RS_WARPS (RS_THREADS / 32)
+#define RS_BATCH RS_THREADS    /* rank sort: one thread per survivor */
+
+#ifdef __CUDA_ARCH__
+#define XJC_FADD(a, b) __fadd_rn((a), (b))
+#else
+#define XJC_FADD(a, b) ((a) + (b))
+#endif
+
+/* One pass: G's column c is chunk row j0 + c; row arrays start at the
+ * tile's first query row, chunk arrays at the chunk's row 0. */
+struct rowsel_args {
+	const float *g;          /* tq x ncols values, row stride ldg */
+	int64_t ldg;
+	int ncols;
+	int64_t j0;
+	int64_t tb;              /* rows per sub-tile (submax) */
+	const float *fn2;        /* chunk: float squared norms, l2 family */
+	const float *submax;     /* chunk: largest float norm per sub-tile */
+	int m;
+	int64_t d;
+	int prec;                /* the precision G was computed in */
+	const float *qx;         /* tile: raw query rows */
+	const double *qq;
+	const float *qnorm;
+	double *gate;
+	const float *bx;         /* chunk: raw base rows */
+	const double *bb;
+	int self;
+	int64_t qfirst, bfirst;  /* global index of tile row 0, chunk row 0 */
+	int has_thr;
+	float thr_key;
+	double gate0;
+	int64_t k;
+	float *ekey;             /* tile: k-lists, k per row */
+	int64_t *eidx;
+	int64_t *ecount;
+	float *tkey;             /* tile: merge scratch, k per row */
+	int64_t *tidx;
+	int *cand;               /* tile: cap slots per row, cap >= tb */
+	int64_t cap;
+	int seed;
+	unsigned long long *stats;   /* [0] rescored, [1] undecided,
+				      * [2] sub-tiles seeded */
+};
+
+struct rs_shared {
+	double gate;
+	float thr, thr2;
+	int n, ns, seed, full;
+	float last_key;
+	int64_t last_idx, na, keep, nout;
+	uint32_t want, prefix, mask;
+	int hist[256];
+	float skey[RS_BATCH], okey[RS_BATCH];
+	int scol[RS_BATCH], ocol[RS_BATCH];
+	unsigned long long rescored, undecided, seeded;
+};
+
+/* One lane's partial sums of a pair: s of the canonical terms, a of
+ * their absolute values. */
+struct rs_pair {
+	double s, a;
+};
+
+/* Sorted survivors of a batch: key and chunk row. */
+struct rs_cand_view {
+	const float *key;
+	const int *row;
+	int64_t first;
+
+	XJC_HD float key_at(int64_t p) const { return key[p]; }
+	XJC_HD int64_t idx_at(int64_t p) const { return first + row[p]; }
+};
+
+/* Elements lane, lane + 32, ... of the pair's canonical terms, in order. */
+XJC_HD rs_pair rs_lane_sum(int m, const float *q, const float *b, int64_t d,
+			   int lane)
+{
+	rs_pair p = { 0.0, 0.0 };
+
+	if (xjc_is_sq(m)) {
+		for (int64_t i = lane; i < d; i += 32) {
+			double t = XJC_SUB((double)q[i], (double)b[i]);
+
+			p.s = XJC_ADD(p.s, XJC_MUL(t, t));
+		}
+		p.a = p.s;
+	} else {
+		for (int64_t i = lane; i < d; i += 32) {
+			double t = XJC_MUL((double)q[i], (double)b[i]);
+
+			p.s = XJC_ADD(p.s, t);
+			p.a = XJC_ADD(p.a, fabs(t));
+		}
+	}
+	return p;
+}
+
+XJC_HD float rs_value(const rowsel_args &a, const float *grow, int c)
+{
+	float g = grow[c];
+
+	return a.fn2 ? XJC_FADD(a.fn2[a.j0 + c], g) : g;
+}
+
+/* ---- the blocks ------------------------------------------------------- */
+
+#ifdef __CUDACC__
+struct rs_dev_lanes {
+	int lane;
+
+	template <class F>
+	__device__ rs_pair sum(F part) const
+	{
+		rs_pair x = part(lane);
+
+#pragma unroll
+		for (int off = 16; off >= 1; off /= 2) {
+			x.s = __dadd_rn(x.s, __shfl_xor_sync(0xffffffffu, x.s,
+							     off));
+			x.a = __dadd_rn(x.a, __shfl_xor_sync(0xffffffffu, x.a,
+							     off));
+		}
+		return x;
+	}
+	__device__ bool leader() const { return lane == 0; }
+	__device__ void sync() const { __syncwarp(); }
+};
+
+struct rs_dev_block {
+	template <class F>
+	__device__ void each(F f)
+	{
+		f((int)threadIdx.x);
+		__syncthreads();
+	}
+	template <class F>
+	__device__ void one(F f)
+	{
+		if (threadIdx.x == 0)
+			f();
+		__syncthreads();
+	}
+	template <class F>
+	__device__ void warps(F f)
+	{
+		rs_dev_lanes l = { (int)(threadIdx.x & 31) };
+
+		f((int)(threadIdx.x >> 5), l);
+		__syncthreads();
+	}
+	__device__ int add(int *p, int v) { return atomicAdd(p, v); }
+	__device__ void add64(unsigned long long *p, unsigned long long v)
+	{
+		atomicAdd(p, v);
+	}
+};
+#endif
+
+/* The lanes of one warp on the host: sums in the device's butterfly
+ * order (the same bits), the leader's work done once. Host code, marked
+ * __host__ __device__ only because the lambdas it runs are. */
+struct rs_host_lanes {
+	template <class F>
+	XJC_HD rs_pair sum(F part) const
+	{
+		rs_pair x[32];
+
+		for (int l = 0; l < 32; l++)
+			x[l] = part(l);
+		for (int off = 16; off >= 1; off /= 2)
+			for (int l = 0; l < 32; l++) {
+				int o = l ^ off;
+
+				if (l < o) {
+					rs_pair y = { x[l].s + x[o].s,
+						      x[l].a + x[o].a };
+
+					x[l] = y;
+					x[o] = y;
+				}
+			}
+		return x[0];
+	}
+	XJC_HD bool leader() const { return true; }
+	XJC_HD void sync() const {}
+};
+
+struct rs_host_block {
+	template <class F>
+	XJC_HD void each(F f)
+	{
+		for (int t = 0; t < RS_THREADS; t++)
+			f(t);
+	}
+	template <class F>
+	XJC_HD void one(F f)
+	{
+		f();
+	}
+	template <class F>
+	XJC_HD void warps(F f)
+	{
+		rs_host_lanes l;
+
+		for (int w = 0; w < RS_WARPS; w++)
+			f(w, l);
+	}
+	XJC_HD int add(int *p, int v)
+	{
+		int o = *p;
+
+		*p += v;
+		return o;
+	}
+	XJC_HD void add64(unsigned long long *p, unsigned long long v)
+	{
+		*p += v;
+	}
+};
+
+/* ---- the row ---------------------------------------------------------- */
+
+/* Seed the gate from the k-th smallest value of columns [c0, c1) (the
+ * caller's test: the list is not full, k such columns). */
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
+		    const float *grow, int c0, int c1, int64_t self_col,
+		    float bmax)
+{
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		blk.each([&](int t) {
+			for (int b = t; b < 256; b += RS_THREADS)
+				sh.hist[b] = 0;
+		});
+		blk.each([&](int t) {
+			for (int c = c0 + t; c < c1; c += RS_THREADS) {
+				uint32_t u;
+
+				if (c == self_col)
+					continue;
+				u = xjc_key_order(rs_value(a, grow, c));
+				if ((u & sh.mask) == sh.prefix)
+					blk.add(&sh.hist[(u >> shift) & 255], 1);
+			}
+		});
+		blk.one([&] {
+			uint32_t cum = 0;
+			int b = 0;
+
+			for (; b < 255; b++) {
+				if (cum + (uint32_t)sh.hist[b] >= sh.want)
+					break;
+				cum += (uint32_t)sh.hist[b];
+			}
+			sh.want -= cum;
+			sh.prefix |= (uint32_t)b << shift;
+			sh.mask |= 0xffu << shift;
+		});
+	}
+	blk.one([&] {
+		float t = xjc_order_value(sh.prefix);
+		double gs = xjc_seed_gate(a.m, a.d, t, a.qq[r], a.qnorm[r],
+					  bmax, a.prec);
+
+		if (gs < sh.gate) {
+			sh.gate = gs;
+			a.gate[r] = gs;
+		}
+		sh.seeded++;
+	});
+}
+
+/* Rescore, sort and merge candidates [b0, b1) of the row's slots. */
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
+		     const float *grow, const int *slots, int b0, int b1,
+		     float bmax)
+{
+	const float *q = a.qx + (int64_t)r * a.d;
+	float *lk = a.ekey + (int64_t)r * a.k, *tk = a.tkey + (int64_t)r * a.k;
+	int64_t *li = a.eidx + (int64_t)r * a.k, *ti = a.tidx + (int64_t)r * a.k;
+	sel_list_view lv = { lk, li };
+	rs_cand_view cv = { sh.okey, sh.ocol, a.bfirst };
+	int ns;
+
+	blk.one([&] {
+		sh.na = a.ecount[r];
+		sh.full = sh.na == a.k;
+		sh.last_key = sh.full ? lk[a.k - 1] : 0.0f;
+		sh.last_idx = sh.full ? li[a.k - 1] : 0;
+		sh.gate = a.gate[r];
+		sh.thr2 = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
+					     a.qnorm[r], bmax, a.prec);
+		sh.ns = 0;
+	});
+	blk.warps([&](int w, const auto &lanes) {
+		for (int i = b0 + w; i < b1; i += RS_WARPS) {
+			int c = slots[i];
+			int64_t j = a.j0 + c;
+			const float *b = a.bx + j * a.d;
+			rs_pair s;
+			float key;
+			int und;
+
+			if (!(rs_value(a, grow, c) <= sh.thr2))
+				continue;       /* the same for the whole warp */
+			s = lanes.sum([&](int l) {
+				return rs_lane_sum(a.m, q, b, a.d, l);
+			});
+			und = metric_sum_decide((xj_metric)a.m, a.d, s.s, s.a,
+						a.qq[r], a.bb[j], &key);
+			if (lanes.leader()) {
+				if (und)
+					key = xjc_key(a.m, q, b, a.d, a.qq[r],
+						      a.bb[j]);
+				blk.add64(&sh.rescored, 1);
+				if (und)
+					blk.add64(&sh.undecided, 1);
+				if ((!a.has_thr || key <= a.thr_key) &&
+				    (!sh.full ||
+				     xjc_less(key, a.bfirst + j, sh.last_key,
+					      sh.last_idx))) {
+					int o = blk.add(&sh.ns, 1);
+
+					sh.skey[o] = key;
+					sh.scol[o] = (int)j;
+				}
+			}
+			lanes.sync();   /* the leader's work done */
+		}
+	});
+	ns = sh.ns;
+	if (ns == 0)
+		return;
+	blk.each([&](int t) {
+		float kt;
+		int64_t it;
+		int rank = 0;
+
+		if (t >= ns)
+			return;
+		kt = sh.skey[t];
+		it = a.bfirst + sh.scol[t];
+		for (int u = 0; u < ns; u++)
+			rank += xjc_less(sh.skey[u], a.bfirst + sh.scol[u], kt,
+					 it);
+		sh.okey[rank] = kt;
+		sh.ocol[rank] = sh.scol[t];
+	});
+	blk.one([&] {
+		sh.keep = xjc_count_before(lv, sh.na, cv.key_at(0),
+					   cv.idx_at(0));
+		sh.nout = sh.na + ns < a.k ? sh.na + ns : a.k;
+	});
+	blk.each([&](int t) {
+		xjc_merge_part(lv, sh.na, cv, ns, sh.keep, a.k, tk, ti, t,
+			       RS_THREADS);
+	});
+	blk.each([&](int t) {
+		for (int64_t p = sh.keep + t; p < sh.nout; p += RS_THREADS) {
+			lk[p] = tk[p];
+			li[p] = ti[p];
+		}
+	});
+	blk.one([&] {
+		a.ecount[r] = sh.nout;
+		if (sh.nout == a.k) {
+			double gk = xjc_gate_approx(a.m, lk[a.k - 1]);
+
+			if (gk > a.gate0)
+				gk = a.gate0;
+			if (gk < a.gate[r])
+				a.gate[r] = gk;
+		}
+	});
+}
+
+/* Query row r of the tile against the pass's columns, sub-tile by
+ * sub-tile. */
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
+{
+	const float *grow = a.g + (int64_t)r * a.ldg;
+	int *slots = a.cand + (int64_t)r * a.cap;
+	int64_t self_col = a.self ? a.qfirst + r - a.bfirst - a.j0 : -1;
+
+	blk.one([&] {
+		sh.rescored = 0;
+		sh.undecided = 0;
+		sh.seeded = 0;
+	});
+	for (int c0 = 0; c0 < a.ncols;) {
+		int64_t jt = (a.j0 + c0) / a.tb;
+		int64_t end = (jt + 1) * a.tb - a.j0;
+		int c1 = end < a.ncols ? (int)end : a.ncols;
+		float bmax = a.submax[jt];
+		int n;
+
+		blk.one([&] {
+			int64_t elig = (int64_t)(c1 - c0) -
+				       (self_col >= c0 && self_col < c1);
+
+			sh.gate = a.gate[r];
+			sh.seed = a.seed && sh.gate > DBL_MAX &&
+				  a.ecount[r] < a.k && elig >= a.k;
+			sh.want = (uint32_t)a.k;
+			sh.prefix = 0;
+			sh.mask = 0;
+		});
+		if (sh.seed)
+			rs_seed(blk, sh, a, r, grow, c0, c1, self_col, bmax);
+		blk.one([&] {
+			sh.thr = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
+						    a.qnorm[r], bmax, a.prec);
+			sh.n = 0;
+		});
+		blk.each([&](int t) {
+			float thr = sh.thr;
+
+			for (int c = c0 + t; c < c1; c += RS_THREADS) {
+				if (!(rs_value(a, grow, c) <= thr) ||
+				    c == self_col)
+					continue;
+				slots[blk.add(&sh.n, 1)] = c;
+			}
+		});
+		n = sh.n;
+		for (int b0 = 0; b0 < n; b0 += RS_BATCH)
+			rs_batch(blk, sh, a, r, grow, slots, b0,
+				 b0 + RS_BATCH < n ? b0 + RS_BATCH : n, bmax);
+		c0 = c1;
+	}
+	blk.one([&] {
+		blk.add64(&a.stats[0], sh.rescored);
+		blk.add64(&a.stats[1], sh.undecided);
+		blk.add64(&a.stats[2], sh.seeded);
+	});
+}
+
+/* ---- launch ----------------------------------------------------------- */
+
+#ifdef __CUDACC__
+__global__ void __launch_bounds__(RS_THREADS)
+rowsel_kernel(rowsel_args a)
+{
+	__shared__ rs_shared sh;
+	rs_dev_block blk;
+
+	rowsel_row(blk, sh, a, (int)blockIdx.x);
+}
+#endif
+
+static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
+{
+	if (tq < 0 || a.ncols < 0 || a.j0 < 0 || a.tb < 1 || a.cap < a.tb ||
+	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",
+			       tq, a.ncols, (long long)a.j0, (long long)a.tb,
+			       (long long)a.cap, (long long)a.k);
+	return XJ_OK;
+}
+
+#ifdef __CUDACC__
+/* Rows [0, tq) of the tile, one block each, on stream s. */
+static int rowsel(const rowsel_args &a, int tq, cudaStream_t s,
+		  xj_status *st)
+{
+	if (rowsel_args_check(a, tq, st))
+		return st->code;
+	if (tq == 0 || a.ncols == 0)
+		return XJ_OK;
+	rowsel_kernel<<<tq, RS_THREADS, 0, s>>>(a);
+	CUDA_LAUNCH_CHECK(st, rowsel_kernel);
+	return XJ_OK;
+}
+#endif
+
+/* The same rows on the host, one after the other (a's pointers are host
+ * memory). */
+static int rowsel_host(const rowsel_args &a, int tq, xj_status *st)
+{
+	rs_host_block blk;
+
+	if (rowsel_args_check(a, tq, st))
+		return st->code;
+	for (int r = 0; r < tq; r++) {
+		rs_shared sh;
+
+		memset(&sh, 0xa5, sizeof(sh));   /* poison */
+		rowsel_row(blk, sh, a, r);
+	}
+	return XJ_OK;
+}
+
+#endif

@@ -1,0 +1,371 @@
+/*
+ * topk_pass.cu: top-k's passes (XJ_CUDA_SELECT=rowsel, the default): a
+ * GEMM of TQ query rows against up to pass_cols base rows, and
+ * rowsel.cuh's kernel over it; and the host run of that kernel for the
+ * tests (backend_cuda_host_topk).
+ *
+ * topk_add (topk_cuda.cu) walks a chunk's tiles as before (plain tiles
+ * and a self-join's block pairs); consecutive plain tiles of the same
+ * query rows are gathered into one pass, so a pass is one cuBLAS call
+ * and one kernel launch for up to pass_cols / TB tiles.
+ *
+ * Streams (tune.pipeline): a pass's GEMM runs on gstream into one of two
+ * tile buffers gp[s], its selection on the compute stream behind it:
+ *
+ *   gstream   wait sel_done[s] | GEMM -> gp[s] | record gemm_done[s]
+ *   stream    wait gemm_done[s] | rowsel(gp[s]) | record sel_done[s]
+ *
+ * so the GEMM of pass p + 1 runs while the selection of pass p does, and
+ * a buffer is written again only once the selection that read it is
+ * done. The selections stay in order on the compute stream (each reads
+ * the gates and lists the one before left). The chunk's rows and norms,
+ * prepared on the compute stream, are what the GEMMs read: gstream waits
+ * for prep_done first. Everything the GEMMs read of a chunk is read
+ * before the last selection of that chunk starts, which is what the
+ * chunk's consumed event (recorded on the compute stream) then covers.
+ * Without the pipeline both run on the compute stream into gp[0].
+ *
+ * Cost per pass: one cublasSgemm (or GemmEx) of TQ x W x d and one
+ * kernel of TQ blocks (rowsel.cuh's counts); the tile, TQ x W floats
+ * (32 MiB at W = 16384), is written by the GEMM and read once by the
+ * scan.
+ */
+#include "backend_cuda_int.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "../selfjoin.h"
+}
+
+#include "canonical.cuh"
+#include "check.cuh"
+#include "rowsel.cuh"
+
+static cudaStream_t gemm_stream(const cuda_backend *c)
+{
+	return c->tune.pipeline ? c->gstream : c->stream;
+}
+
+static cublasHandle_t gemm_blas(const cuda_backend *c)
+{
+	return c->tune.pipeline ? c->gblas : c->blas;
+}
+
+int cuda_pass_chunk(cuda_backend *c, xj_status *st)
+{
+	if (!c->tune.pipeline)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaEventRecord(c->prep_done, c->stream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->gstream, c->prep_done, 0));
+	return XJ_OK;
+}
+
+/* The next tile buffer; the GEMM stream first waits until the
+ * selection that last read it is done. */
+static int slot_take(cuda_backend *c, int *slot, xj_status *st)
+{
+	int s = c->next_gp;
+
+	*slot = s;
+	if (!c->tune.pipeline)
+		return XJ_OK;
+	c->next_gp = 1 - s;
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->gstream, c->sel_done[s], 0));
+	return XJ_OK;
+}
+
+/* The selection of slot s waits for its GEMM. */
+static int slot_ready(cuda_backend *c, int s, xj_status *st)
+{
+	if (!c->tune.pipeline)
+		return XJ_OK;
+	CUDA_CHECK(st, cudaEventRecord(c->gemm_done[s], c->gstream));
+	CUDA_CHECK(st, cudaStreamWaitEvent(c->stream, c->gemm_done[s], 0));
+	return XJ_OK;
+}
+
+static int slot_done(cuda_backend *c, int s, xj_status *st)
+{
+	if (c->tune.pipeline)
+		CUDA_CHECK(st, cudaEventRecord(c->sel_done[s], c->stream));
+	return XJ_OK;
+}
+
+/* rowsel's arguments for query-chunk rows [i0, i0 + tq) against chunk
+ * rows [j0, j0 + ncols), the values in g (row stride ldg). */
+static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
+			     const float *g, int64_t ldg, int64_t i0,
+			     int64_t j0, int ncols, xj_precision p)
+{
+	const xj_backend_cfg *cfg = &c->cfg;
+	int64_t d = cfg->d, k = cfg->k;
+	rowsel_args a;
+
+	memset(&a, 0, sizeof(a));
+	a.g = g;
+	a.ldg = ldg;
+	a.ncols = ncols;
+	a.j0 = j0;
+	a.tb = XJ_CUDA_TB;
+	a.fn2 = xjc_is_sq(cfg->metric) ? c->bn2 : NULL;
+	a.submax = c->submax;
+	a.m = (int)cfg->metric;
+	a.d = d;
+	a.prec = (int)p;
+	a.qx = c->q + i0 * d;
+	a.qq = c->qq + i0;
+	a.qnorm = c->qnorm + i0;
+	a.gate = c->gate + i0;
+	a.bx = c->b;
+	a.bb = c->bb;
+	a.self = cfg->self;
+	a.qfirst = c->qfirst + i0;
+	a.bfirst = b->first_row;
+	a.has_thr = cfg->has_threshold;
+	a.thr_key = cfg->threshold_key;
+	a.gate0 = c->gate0;
+	a.k = k;
+	a.ekey = c->ekey + i0 * k;
+	a.eidx = c->eidx + i0 * k;
+	a.ecount = c->ecount + i0;
+	a.tkey = c->tkey;
+	a.tidx = c->tidx;
+	a.cand = c->cand;
+	a.cap = XJ_CUDA_TB;
+	a.seed = c->tune.seed;
+	a.stats = c->stats;
+	return a;
+}
+
+/* The GEMM's operands for rows x0 (queries) and y0 (base), as the
+ * precision p reads them. */
+static void gemm_operands(const cuda_backend *c, xj_precision p, int64_t q0,
+			  int64_t b0, int sym, const void **qa,
+			  const void **ba)
+{
+	int64_t d = c->cfg.d;
+	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	const float *q = sym ? (cosine ? c->bhat : c->b) :
+			       (cosine ? c->qhat : c->q);
+	const float *x = cosine ? c->bhat : c->b;
+
+	if (p == XJ_PREC_BF16 || p == XJ_PREC_FP16) {
+		*qa = (sym ? c->blow : c->qlow) + q0 * d;
+		*ba = c->blow + b0 * d;
+		return;
+	}
+	*qa = q + q0 * d;
+	*ba = x + b0 * d;
+}
+
+static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
+		   xj_status *st)
+{
+	int kt;
+
+	if (cuda_kt_start(c, KT_ROWSEL, c->stream, &kt, st) ||
+	    rowsel(a, tq, c->stream, st) || cuda_kt_stop(c, kt, c->stream, st))
+		return st->code;
+	return XJ_OK;
+}
+
+int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
+		    int64_t j0, int nb, xj_status *st)
+{
+	xj_precision p = cuda_tile_prec(c);
+	float alpha = xjc_is_sq(c->cfg.metric) ? -2.0f : -1.0f;
+	const void *qa, *ba;
+	int s, kt;
+
+	if (nb > c->tune.pass_cols)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "a pass of %d columns (at most %lld)", nb,
+			       (long long)c->tune.pass_cols);
+	gemm_operands(c, p, i0, j0, 0, &qa, &ba);
+	if (slot_take(c, &s, st) ||
+	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
+	    cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba, qa,
+			  c->gp[s], st) ||
+	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st) ||
+	    sel_run(c, pass_args(c, b, c->gp[s], nb, i0, j0, nb, p), tq, st) ||
+	    slot_done(c, s, st))
+		return st->code;
+	return XJ_OK;
+}
+
+/*
+ * A self-join's block pair (topk_cuda.cu's argument): D = alpha X_a X_b^T
+ * (na x nb, chunk rows sa = i0 - off and sb = j0) and its transpose (nb x
+ * na) in one tile buffer, then the row tile (queries i0.., base sb..) and
+ * the column tile (queries sb + off.., base sa..).
+ */
+int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
+		   int64_t j0, int nb, int64_t off, xj_status *st)
+{
+	xj_precision p = cuda_tile_prec(c);
+	float alpha = xjc_is_sq(c->cfg.metric) ? -2.0f : -1.0f;
+	float one = 1.0f, zero = 0.0f, *g, *gt;
+	int64_t sa = i0 - off, sb = j0;
+	const void *xa, *xb;
+	int s, kg, kt;
+
+	if (2 * (int64_t)SYM_BLOCK * SYM_BLOCK >
+	    (int64_t)XJ_CUDA_TQ * c->tune.pass_cols)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "a block pair does not fit the pass tile");
+	gemm_operands(c, p, sa, sb, 1, &xa, &xb);
+	if (slot_take(c, &s, st))
+		return st->code;
+	g = c->gp[s];
+	gt = g + (int64_t)SYM_BLOCK * SYM_BLOCK;
+	if (cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kg, st) ||
+	    cuda_gemm_run(gemm_blas(c), p, nb, na, c->cfg.d, alpha, xb, xa, g,
+			  st) ||
+	    cuda_kt_stop(c, kg, gemm_stream(c), st) ||
+	    cuda_kt_start(c, KT_TRANSPOSE, gemm_stream(c), &kt, st))
+		return st->code;
+	/* gt = g^T (column-major: g is nb x na, ld nb; gt na x nb, ld na) */
+	CUBLAS_CHECK(st, cublasSgeam(gemm_blas(c), CUBLAS_OP_T, CUBLAS_OP_N,
+				     na, nb, &one, g, nb, &zero, gt, na, gt,
+				     na));
+	if (cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st) ||
+	    sel_run(c, pass_args(c, b, g, nb, i0, sb, nb, p), na, st) ||
+	    sel_run(c, pass_args(c, b, gt, na, sb + off, sa, na, p), nb, st) ||
+	    slot_done(c, s, st))
+		return st->code;
+	return XJ_OK;
+}
+
+/* ---- the pass on the host (tests) --------------------------------------- */
+
+extern "C" void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
+					    float threshold_key, int64_t nq,
+					    int64_t k, float *key,
+					    int64_t *idx, int64_t *count,
+					    double *gate)
+{
+	double g0 = has_threshold ? xjc_gate_approx((int)m, threshold_key)
+				  : INFINITY;
+
+	for (int64_t e = 0; e < nq * k; e++) {
+		key[e] = INFINITY;
+		idx[e] = -1;
+	}
+	for (int64_t r = 0; r < nq; r++) {
+		count[r] = 0;
+		gate[r] = g0;
+	}
+}
+
+extern "C" double backend_cuda_host_seed_gate(xj_metric m, int64_t d,
+					      float t, double qq, float qnorm,
+					      float bmax, xj_precision p)
+{
+	return xjc_seed_gate((int)m, d, t, qq, qnorm, bmax, (int)p);
+}
+
+/* Norms as prep_norms makes them. */
+static void host_norms(const float *x, int64_t n, int64_t d, double *n2,
+		       float *fn2, float *fnorm)
+{
+	for (int64_t r = 0; r < n; r++) {
+		n2[r] = xjc_norm2(x + r * d, d);
+		fn2[r] = XJC_F32(n2[r]);
+		fnorm[r] = XJC_F32(XJC_SQRT(n2[r]));
+	}
+}
+
+extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
+				      float *key, int64_t *idx,
+				      int64_t *count, double *gate,
+				      unsigned long long stats[3],
+				      xj_status *st)
+{
+	int64_t d = p->d, k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
+	int64_t nsub = nb / tb + 1;
+	double *qq = (double *)malloc(sizeof(double) * (size_t)(nq + 1));
+	double *bb = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
+	float *qf = (float *)malloc(sizeof(float) * (size_t)(nq + 1));
+	float *qn = (float *)malloc(sizeof(float) * (size_t)(nq + 1));
+	float *fn2 = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
+	float *bn = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
+	float *submax = (float *)calloc((size_t)nsub, sizeof(float));
+	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * tb));
+	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
+	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
+					  (size_t)(p->tq * k));
+	int rc = XJ_OK;
+
+	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !cand ||
+	    !tkey || !tidx) {
+		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
+		goto done;
+	}
+	/* poison what the kernel must write before it reads */
+	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * tb));
+	memset(tkey, 0xa5, sizeof(float) * (size_t)(p->tq * k));
+	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
+	host_norms(p->q, nq, d, qq, qf, qn);
+	host_norms(p->b, nb, d, bb, fn2, bn);
+	for (int64_t j = 0; j < nb; j++)
+		submax[j / tb] = fmaxf(submax[j / tb], bn[j]);
+	for (int64_t i0 = 0; i0 < nq && !rc; i0 += p->tq)
+		for (int64_t j0 = 0; j0 < nb && !rc; j0 += p->pass_cols) {
+			int tq = (int)MIN64(p->tq, nq - i0);
+			rowsel_args a;
+
+			memset(&a, 0, sizeof(a));
+			a.g = p->g + i0 * nb + j0;
+			a.ldg = nb;
+			a.ncols = (int)MIN64(p->pass_cols, nb - j0);
+			a.j0 = j0;
+			a.tb = tb;
+			a.fn2 = xjc_is_sq(p->metric) ? fn2 : NULL;
+			a.submax = submax;
+			a.m = (int)p->metric;
+			a.d = d;
+			a.prec = (int)p->p;
+			a.qx = p->q + i0 * d;
+			a.qq = qq + i0;
+			a.qnorm = qn + i0;
+			a.gate = gate + i0;
+			a.bx = p->b;
+			a.bb = bb;
+			a.self = p->self;
+			a.qfirst = p->qfirst + i0;
+			a.bfirst = p->bfirst;
+			a.has_thr = p->has_threshold;
+			a.thr_key = p->threshold_key;
+			a.gate0 = p->has_threshold ?
+				  xjc_gate_approx((int)p->metric,
+						  p->threshold_key) : INFINITY;
+			a.k = k;
+			a.ekey = key + i0 * k;
+			a.eidx = idx + i0 * k;
+			a.ecount = count + i0;
+			a.tkey = tkey;
+			a.tidx = tidx;
+			a.cand = cand;
+			a.cap = tb;
+			a.seed = p->seed;
+			a.stats = stats;
+			rc = rowsel_host(a, tq, st);
+		}
+done:
+	free(qq);
+	free(bb);
+	free(qf);
+	free(qn);
+	free(fn2);
+	free(bn);
+	free(submax);
+	free(cand);
+	free(tkey);
+	free(tidx);
+	return rc;
+}
