@@ -65,11 +65,14 @@
 #define RS_THREADS 128
 #define RS_WARPS (RS_THREADS / 32)
 #define RS_BATCH RS_THREADS    /* rank sort: one thread per survivor */
+#define RS_UNROLL 8            /* the scan's loads in flight a thread */
 
 #ifdef __CUDA_ARCH__
 #define XJC_FADD(a, b) __fadd_rn((a), (b))
+#define RS_UNROLL_LOOP _Pragma("unroll")
 #else
 #define XJC_FADD(a, b) ((a) + (b))
+#define RS_UNROLL_LOOP
 #endif
 
 /* One pass: G's column c is chunk row j0 + c; row arrays start at the
@@ -487,11 +490,26 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 		blk.each([&](int t) {
 			float thr = sh.thr;
 
-			for (int c = c0 + t; c < c1; c += RS_THREADS) {
-				if (!(rs_value(a, grow, c) <= thr) ||
-				    c == self_col)
-					continue;
-				slots[blk.add(&sh.n, 1)] = c;
+			/* RS_UNROLL loads in flight before the compares */
+			for (int c = c0 + t; c < c1;
+			     c += RS_THREADS * RS_UNROLL) {
+				float v[RS_UNROLL];
+
+				RS_UNROLL_LOOP
+				for (int u = 0; u < RS_UNROLL; u++) {
+					int cu = c + u * RS_THREADS;
+
+					v[u] = cu < c1 ? rs_value(a, grow, cu)
+						       : INFINITY;
+				}
+				RS_UNROLL_LOOP
+				for (int u = 0; u < RS_UNROLL; u++) {
+					int cu = c + u * RS_THREADS;
+
+					if (v[u] <= thr && cu < c1 &&
+					    cu != self_col)
+						slots[blk.add(&sh.n, 1)] = cu;
+				}
 			}
 		});
 		n = sh.n;

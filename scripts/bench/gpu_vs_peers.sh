@@ -8,7 +8,11 @@
 # 2 Q^2 128 = 2.56e14 FLOP of matrix products.
 #
 # Usage: scripts/bench/gpu_vs_peers.sh [--size Q] [--bundle DIR] [--work DIR]
+#                                      [--precisions "fp32 auto"]
 #   --size Q      rows of each set (e.g. 100000 for a smoke run)
+#   --precisions  xjoin's --precision values, each run and listed as
+#                 xjoin-P (default "fp32 auto": the float32 candidate GEMM,
+#                 and the default, what the card runs fastest)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
 #   --tool-timeout S  stop any one tool after S seconds (it is then left out
 #                 of the table and said so), so a slow peer cannot take the
@@ -29,9 +33,11 @@ k=10
 bundle=
 work=${TMPDIR:-/tmp}/xjoin-gpu-bench
 tool_timeout=0
+precisions="fp32 auto"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) size=$2; shift 2 ;;
+	--precisions) precisions=$2; shift 2 ;;
 	--bundle) bundle=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
 	--tool-timeout) tool_timeout=$2; shift 2 ;;
@@ -92,26 +98,28 @@ timed() {	# NAME CMD...: run, record wall seconds
 }
 
 # xjoin: end to end; its compute phase from --report-json
-if timed xjoin "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 --device gpu \
-	-o "$work/xjoin.h5" --force --quiet --report-json "$work/xjoin.json"; then
-	compute[xjoin]=$("${py:-python3}" -c 'import json,sys
+for p in $precisions; do
+	name=xjoin-$p
+	if timed "$name" "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
+		--device gpu --precision "$p" -o "$work/$name.h5" --force --quiet \
+		--report-json "$work/$name.json"; then
+		compute[$name]=$("${py:-python3}" -c 'import json,sys
 r=json.load(open(sys.argv[1]))
-def find(o):
-    if isinstance(o, dict):
-        for key, v in o.items():
-            if key in ("compute", "compute_s", "compute_seconds") and isinstance(v, (int, float)):
-                return v
-            x = find(v)
-            if x is not None:
-                return x
-    if isinstance(o, list):
-        for v in o:
-            x = find(v)
-            if x is not None:
-                return x
-print(find(r) if find(r) is not None else "nan")' "$work/xjoin.json" 2>/dev/null || echo nan)
-	echo "time xjoin total_s=${total[xjoin]} compute_s=${compute[xjoin]}"
-fi
+print(r["phase_seconds"]["compute"])' "$work/$name.json" 2>/dev/null || echo nan)
+		echo "time $name total_s=${total[$name]} compute_s=${compute[$name]}"
+		"${py:-python3}" -c 'import json,sys
+r=json.load(open(sys.argv[1])); km=r.get("kernel_ms", {}); s=sum(km.values()) or 1
+print("# %s: %s; precision %s; %.1f rescored/query; kernel ms %s" % (sys.argv[2],
+      r.get("backend_detail", "?"), r.get("precision"), r.get("rescored_per_query", 0),
+      ", ".join("%s %.0f (%.0f%%)" % (k, v, 100 * v / s) for k, v in km.items() if v)))' \
+			"$work/$name.json" "$name" 2>/dev/null
+	fi
+done
+ref=xjoin-$(echo $precisions | awk '{print $1}')
+for p in $precisions; do
+	[ "xjoin-$p" != "$ref" ] && [ -f "$work/xjoin-$p.h5" ] && [ -f "$work/$ref.h5" ] &&
+		echo "# xjoin-$p vs $ref: $("${py:-python3}" "$root/tests/integration/compare.py" "$work/xjoin-$p.h5" "$work/$ref.h5" 2>&1 | tail -1)"
+done
 
 if [ -n "$py" ]; then
 	for tool in sgemm torch cupy; do
@@ -124,8 +132,8 @@ if [ -n "$py" ]; then
 		fi
 	done
 	for tool in torch cupy; do
-		[ -f "$work/$tool.h5" ] && [ -f "$work/xjoin.h5" ] &&
-			echo "# $tool vs xjoin: $("$py" "$here/gpu_peers.py" agree "$work/$tool.h5" "$work/xjoin.h5")"
+		[ -f "$work/$tool.h5" ] && [ -f "$work/$ref.h5" ] &&
+			echo "# $tool vs $ref: $("$py" "$here/gpu_peers.py" agree "$work/$tool.h5" "$work/$ref.h5")"
 	done
 else
 	echo "# no python3 with torch and h5py: peers skipped"
@@ -139,12 +147,14 @@ flop = 2.0 * q * q * d
 total = {$(for t in "${!total[@]}"; do printf '"%s": %s, ' "$t" "${total[$t]}"; done)}
 comp = {$(for t in "${!compute[@]}"; do printf '"%s": %s, ' "$t" "${compute[$t]:-float('nan')}"; done)}
 sg = comp.get("sgemm", float("nan"))
-x = total.get("xjoin", float("nan"))
-print("# %-6s %10s %10s %9s %12s %12s" % ("tool", "total_s", "device_s", "TFLOP/s", "vs_xjoin", "sgemm/device"))
-for t in ("xjoin", "torch", "cupy", "sgemm"):
+ref = "$ref"
+x = total.get(ref, float("nan"))
+xc = comp.get(ref, float("nan"))
+print("# %-11s %10s %10s %9s %10s %13s %12s" % ("tool", "total_s", "device_s", "TFLOP/s", "vs_" + ref[6:], "device_vs_" + ref[6:], "sgemm/device"))
+for t in sorted(k for k in total if k.startswith("xjoin")) + ["torch", "cupy", "sgemm"]:
     if t not in total:
         continue
     c = comp.get(t, float("nan"))
     tf = flop / c / 1e12 if c and not math.isnan(c) else float("nan")
-    print("  %-6s %10.3f %10.3f %9.1f %12.2f %12.2f" % (t, total[t], c, tf, total[t] / x, sg / c))
+    print("  %-11s %10.3f %10.3f %9.1f %10.2f %13.2f %12.2f" % (t, total[t], c, tf, total[t] / x, c / xc, sg / c))
 EOF

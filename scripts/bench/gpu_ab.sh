@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# gpu_ab.sh: the GPU top-k's variants side by side on one job, each
+# output checked bit for bit against the first of its k, with the device
+# time by kernel class that every run reports (no ncu needed).
+#
+#   scripts/bench/gpu_ab.sh [--bundle DIR] [--queries Q] [--rows N]
+#                           [--quick] [--work DIR] [--timeout S]
+#                           [--plumbing]
+#
+# Job: Q x N x 128 synthetic rows (`xjoin gen`; default 50,000 x
+# 1,000,000), l2, --device $dev, HDF5 in and out. Variants (the A/B
+# switches of kernels/cuda/backend_cuda.h, one binary):
+#   tile-fp32          XJ_CUDA_SELECT=tile: the tile kernels (reference)
+#   rowsel-fp32        the default selection in fp32
+#   nopipe-fp32        XJ_CUDA_PIPELINE=0
+#   pass4k-fp32, pass8k-fp32, pass32k-fp32   XJ_CUDA_PASS_COLS
+#   noseed-fp32        XJ_CUDA_SEED=0
+#   untimed-fp32       XJ_CUDA_TIMING=0 (what the events cost)
+#   rowsel-tf32, rowsel-bf16, tile-bf16, rowsel-auto
+#   k=1000: tile-fp32, rowsel-fp32, rowsel-bf16
+# then a self-join (one file on both sides) against the same rows as two
+# files with --self (the plain path, same output), and a range join at
+# about 10 and 1,000 pairs per query (thresholds from a top-k of the first
+# 1,000 queries) on the GPU and on the CPU (all cores). --quick keeps the
+# fp32 pair, bf16, k = 1000 and one range join.
+#
+# Prints a `time` line per run and a table: compute seconds, TFLOP/s,
+# rescored candidates per query, each kernel class's share of the device
+# time, and `same` / `DIFF` against the variant's reference.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bundle=
+queries=50000
+rows=1000000
+quick=0
+work=${TMPDIR:-/tmp}/xjoin-gpu-ab
+limit=60
+dev=gpu
+while [ $# -gt 0 ]; do
+	case $1 in
+	--bundle) bundle=$2; shift 2 ;;
+	--queries) queries=$2; shift 2 ;;
+	--rows) rows=$2; shift 2 ;;
+	--quick) quick=1; shift ;;
+	--work) work=$2; shift 2 ;;
+	--timeout) limit=$2; shift 2 ;;
+	--plumbing) dev=cpu; queries=${queries/50000/500}; rows=${rows/1000000/20000}
+		shift ;;
+	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "gpu_ab.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+if [ -n "$bundle" ]; then
+	# shellcheck source=/dev/null
+	. "$bundle/env.sh" || exit 1
+	xjoin=$XJ_BUNDLE/bin/xjoin
+else
+	xjoin=${XJOIN:-$root/build/xjoin}
+fi
+py=${PYTHON:-}
+if [ -z "$py" ]; then   # a Python with h5py and numpy (compare.py)
+	for p in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
+		if "$p" -c 'import h5py, numpy' 2>/dev/null; then py=$p; break; fi
+	done
+fi
+[ -n "$py" ] || { echo "gpu_ab.sh: no python3 with h5py and numpy" >&2; exit 1; }
+mkdir -p "$work" || exit 1
+echo "# gpu_ab $(date -u +%Y-%m-%dT%H:%M:%SZ): $queries x $rows x 128, l2"
+[ $dev = cpu ] || nvidia-smi -L 2>/dev/null || { echo "no GPU: skipped"; exit 0; }
+data=$work/syn-$queries-$rows.h5
+[ -f "$data" ] || "$xjoin" gen --rows "$rows" --queries "$queries" --dim 128 \
+	-o "$data" --quiet || exit 1
+
+results=$work/results.tsv
+: >"$results"
+# run NAME REF ENV... -- ARGS...: one job; its report's line in results.tsv
+run() {
+	local name=$1 ref=$2 envs=() rc=0
+	shift 2
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	env "${envs[@]}" timeout "$limit" "$xjoin" "$@" -o "$work/$name.h5" \
+		--force --quiet --report-json "$work/$name.json" \
+		>"$work/$name.out" 2>&1 || rc=$?
+	if [ $rc != 0 ]; then
+		echo "# $name failed (exit $rc):"; tail -3 "$work/$name.out"
+		return 1
+	fi
+	local same=ref
+	if [ "$ref" != - ]; then
+		if "$py" "$root/tests/integration/compare.py" "$work/$name.h5" \
+			"$work/$ref.h5" >"$work/$name.cmp" 2>&1; then
+			same=same
+		else
+			same=DIFF
+			head -3 "$work/$name.cmp"
+		fi
+	fi
+	"$py" - "$work/$name.json" "$name" "$same" "$ref" >>"$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); ph = r["phase_seconds"]
+km = r.get("kernel_ms", {}); s = sum(km.values()) or 1.0
+print("\t".join([sys.argv[2], "%.3f" % ph["compute"],
+                 "%.1f" % (r["gemm_flops"] / max(ph["compute"], 1e-9) / 1e12),
+                 "%.1f" % r.get("rescored_per_query", 0),
+                 " ".join("%s=%.0f%%" % (k, 100 * v / s) for k, v in km.items() if v),
+                 sys.argv[3] + ("" if sys.argv[4] == "-" else "(" + sys.argv[4] + ")"),
+                 r.get("backend_detail", "")]))
+PY
+	echo "time $(tail -1 "$results" | cut -f1-4 | tr '\t' ' ')"
+}
+
+job=(topk -q "$data" -b "$data" -m l2 --device $dev)
+run tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32
+run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
+run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
+if [ $quick = 0 ]; then
+	run nopipe-fp32 tile-fp32 XJ_CUDA_PIPELINE=0 -- "${job[@]}" -k 10 --precision fp32
+	run pass4k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision fp32
+	run pass8k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=8192 -- "${job[@]}" -k 10 --precision fp32
+	run pass32k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=32768 -- "${job[@]}" -k 10 --precision fp32
+	run noseed-fp32 tile-fp32 XJ_CUDA_SEED=0 -- "${job[@]}" -k 10 --precision fp32
+	run untimed-fp32 tile-fp32 XJ_CUDA_TIMING=0 -- "${job[@]}" -k 10 --precision fp32
+	run rowsel-tf32 tile-fp32 -- "${job[@]}" -k 10 --precision tf32
+	run tile-bf16 tile-fp32 XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision bf16
+	run pass4k-bf16 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision bf16
+	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
+fi
+run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
+run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
+[ $quick = 0 ] &&
+	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
+
+# a self-join against the same rows as two files (--self: the plain path)
+self_rows=$(( rows / 5 ))
+sdata=$work/self-$self_rows.h5
+[ -f "$sdata" ] || "$xjoin" gen --rows "$self_rows" --dim 128 --seed 7 \
+	-o "$sdata" --quiet
+cp -f "$sdata" "$work/self-copy.h5"
+run plain-self - -- topk -q "$sdata:/train" -b "$work/self-copy.h5:/train" \
+	--self -k 10 -m l2 --device $dev
+run self-join plain-self -- topk -q "$sdata:/train" -b "$sdata:/train" \
+	-k 10 -m l2 --device $dev
+
+# range joins at about 10 and 1,000 pairs per query, GPU against CPU
+rq=$(( queries / 5 ))
+rdata=$work/range-$rq-$((rows / 10)).h5
+[ -f "$rdata" ] || "$xjoin" gen --rows $((rows / 10)) --queries $rq --dim 128 \
+	--clusters 100 --seed 11 -o "$rdata" --quiet
+for kk in 10 1000; do
+	[ $quick = 1 ] && [ $kk = 1000 ] && continue
+	"$xjoin" topk -q "$rdata:/test" -b "$rdata" -k $kk -m sqeuclidean \
+		--device $dev -o "$work/thr$kk.h5" --force --quiet >/dev/null 2>&1
+	t=$("$py" -c 'import h5py, numpy, sys
+with h5py.File(sys.argv[1]) as f: print(repr(float(numpy.median(f["distances"][:1000, -1]))))' \
+		"$work/thr$kk.h5" 2>/dev/null) || continue
+	run range$kk-cpu - -- range -q "$rdata:/test" -b "$rdata" -t "$t" \
+		-m sqeuclidean --device cpu
+	run range$kk-gpu range$kk-cpu -- range -q "$rdata:/test" -b "$rdata" \
+		-t "$t" -m sqeuclidean --device $dev
+	run range$kk-gpu-tile range$kk-cpu XJ_CUDA_SELECT=tile -- range \
+		-q "$rdata:/test" -b "$rdata" -t "$t" -m sqeuclidean --device $dev
+done
+
+echo "# variant            compute_s  TFLOP/s  rescored/q  output  kernels (share of device time); how"
+awk -F'\t' '{ printf "  %-18s %9s %8s %11s  %-16s %s; %s\n", $1, $2, $3, $4, $6, $5, $7 }' "$results"
+rm -f "$work"/*.h5.partial
