@@ -1,7 +1,8 @@
 /*
  * main.c: xjoin's entry point. The whole data flow, top to bottom:
  *
- *   options (cli + INI) -> job -> inputs probed -> device chosen -> plan
+ *   options (cli + INI) -> job -> inputs probed -> device chosen
+ *   -> precision (auto: measured on a sample, or cached) -> plan
  *   -> backend created -> output created -> inputs validated
  *   -> driver (read slabs, backend, merge, write) -> attributes
  *   -> rename into place -> report
@@ -31,6 +32,7 @@
 #include "../io/h5out.h"
 #include "../kernels/backend.h"
 #include "run/comm.h"
+#include "plan/calib.h"
 #include "plan/device.h"
 #include "driver/driver.h"
 #include "plan/gen.h"
@@ -416,13 +418,19 @@ static void print_ranks(const xj_comm *c, int threads,
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	int gpu = dev->kind == XJ_BACKEND_CUDA;
 
+	char gemm[128], warn[256];
+
+	device_cpu_gemm(gemm, sizeof(gemm), warn, sizeof(warn));
 	len = snprintf(line, sizeof(line), "#  rank %3d  pid %7d  host %-20s "
 		       "backend %s  threads %d  cores in mask %d of %ld",
 		       c->rank, (int)getpid(), c->host, gpu ? "cuda" : "cpu",
 		       threads, mask, online);
-	if (gpu && len > 0 && (size_t)len < sizeof(line))
-		snprintf(line + len, sizeof(line) - (size_t)len,
-			 "  gpu %d %s", dev->device, dev->info);
+	if (len > 0 && (size_t)len < sizeof(line) && gpu)
+		snprintf(line + len, sizeof(line) - (size_t)len, "  gpu %d %s",
+			 dev->device, dev->info);
+	else if (len > 0 && (size_t)len < sizeof(line))
+		snprintf(line + len, sizeof(line) - (size_t)len, "  gemm %s",
+			 gemm);
 	if (c->rank == 0)
 		all = malloc(sizeof(line) * (size_t)c->nranks);
 	MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, all, sizeof(line),
@@ -430,6 +438,8 @@ static void print_ranks(const xj_comm *c, int threads,
 	if (c->rank == 0) {
 		for (int i = 0; i < c->nranks; i++)
 			printf("%s\n", all + (size_t)i * sizeof(line));
+		if (!gpu && warn[0])   /* the machine's, not the job's */
+			printf("# warning: %s\n", warn);
 		if (c->local_size == 1 && mask == 1 && online > 1)
 			printf("# note: rank 0 is bound to one core of %ld; "
 			       "use mpirun --bind-to none (or --map-by "
@@ -565,6 +575,7 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
 			 job->command;
 	double t0 = rep.t_start;
+	xj_precision asked;
 
 	run.rep = &rep;
 	run.dev = &dev;
@@ -581,11 +592,15 @@ static int run_join(xj_job *job, xj_comm *c, int threads, xj_status *st)
 			    c->world));
 	MPI_CHECK(MPI_Bcast(&run.binfo, sizeof(run.binfo), MPI_BYTE, 0,
 			    c->world));
+	asked = job->precision;
 	if (device_select(job, c, &dev, st))
 		goto fail;
 	job->precision = dev.precision;
-	memcpy(job->precision_why, dev.precision_why,
-	       sizeof(job->precision_why));
+	snprintf(job->precision_why, sizeof(job->precision_why), "%s",
+		 dev.precision_why);
+	if (asked == XJ_PREC_AUTO &&
+	    calib_precision(job, c, &dev, &run.qinfo, &run.binfo, threads, st))
+		goto fail;
 	if (c->rank == 0 && dev.note[0]) {
 		fprintf(stderr, "xjoin: %s\n", dev.note);
 		fflush(stderr);

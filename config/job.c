@@ -48,6 +48,7 @@ void job_defaults(xj_job *job)
 	job->plan_of = XJ_CMD_NONE;
 	job->metric = XJ_METRIC_L2;
 	job->mem_fraction = 0.8;
+	job->precision = XJ_PREC_AUTO;
 	job->device = XJ_DEVICE_AUTO;
 	job->gpu_mem_fraction = 0.8;
 	job->checkpoint_s = 60;
@@ -493,8 +494,10 @@ static void table_precision(struct job_table *t, const xj_job *job)
 
 	if (cmd != XJ_CMD_TOPK && cmd != XJ_CMD_RANGE)
 		return;
-	snprintf(table_add(t, "precision"), JOB_VALUE_MAX, "%s (%s%s)",
+	snprintf(table_add(t, "precision"), JOB_VALUE_MAX, "%s%s (%s%s)",
 		 precision_name(job->precision),
+		 job->fp32_dnnl && job->precision == XJ_PREC_FP32 ?
+		 " through oneDNN" : "",
 		 job->precision_why[0] ? job->precision_why : "requested",
 		 job->precision == XJ_PREC_FP32 ? "" :
 		 "; candidates only, values rescored exactly");

@@ -47,8 +47,9 @@ typedef enum xj_device_mode {
 /* Arithmetic of the GEMM that proposes candidates. Every reported value is
  * rescored canonically whatever is chosen here; a lower precision only
  * widens the error bound (more candidates rescored). tf32 and fp16 run on
- * GPUs only, int8 on CPUs only; auto is resolved per backend before the
- * run (the GPU's auto is fp32; the CPU's: kernels/cpu/cpu_gemm.h). */
+ * GPUs only, int8 on CPUs only; auto (the default) is resolved before
+ * the run by measuring the candidates on a sample of the job
+ * (app/plan/calib.h). */
 typedef enum xj_precision {
 	XJ_PREC_FP32 = 0,
 	XJ_PREC_TF32,
@@ -96,7 +97,9 @@ typedef struct xj_job {
 	double gpu_mem_fraction;      /* share of a GPU's free memory, (0, 1] */
 	int gpu_share;                /* allow more local ranks than GPUs */
 	xj_precision precision;       /* candidate GEMM (auto until resolved) */
-	char precision_why[96];       /* how auto resolved, for the job table */
+	int fp32_dnnl;                /* fp32 through oneDNN, not OpenBLAS
+				       * (auto's measurement decides) */
+	char precision_why[256];      /* how auto resolved, for the job table */
 
 	/* gen */
 	int64_t gen_rows;

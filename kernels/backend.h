@@ -89,6 +89,7 @@ typedef struct xj_backend_cfg {
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */
 	xj_precision precision;  /* candidate GEMM (both backends; auto: the
 				  * CPU resolves it, cpu_gemm.h) */
+	int fp32_dnnl;         /* CPU fp32: oneDNN's matmul, not OpenBLAS */
 	int range;             /* a range join will run: the CUDA backend
 				* allocates its pair buffer at create (and
 				* counts it in its work bytes); otherwise at

@@ -150,10 +150,11 @@ const struct opt options_table[] = {
 	  .cmds = T | R, .group = GROUP_RESOURCES, .metavar = "P",
 	  .help = "GEMM that proposes candidates: auto, fp32, bf16;\n"
 		  "tf32, fp16 (GPU); int8 (CPU); results are\n"
-		  "rescored exactly (auto: the CPU's fastest\n"
-		  "native one, fp32 on a GPU and for range;\n"
-		  "range on a GPU runs fp32)",
-	  .def = "fp32" },
+		  "rescored exactly whatever runs (auto: the one\n"
+		  "measured fastest here on a sample of the job,\n"
+		  "cached in ~/.cache/xjoin; range on a GPU runs\n"
+		  "fp32)",
+	  .def = "auto" },
 	{ .name = "threads", .kind = K_INT, .offset = AT(threads), .lo = 1,
 	  .hi = INT_MAX, .cmds = T | M | G | D | R, .group = GROUP_RESOURCES,
 	  .metavar = "N", .help = "OpenMP threads per rank",

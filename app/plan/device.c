@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+#include <strings.h>
+
 #include "../../kernels/cpu/cpu_gemm.h"
 #include "../../kernels/metric.h"
 #include "cuda_module.h"
@@ -352,6 +355,7 @@ void device_backend_config(const xj_job *job, const plan *p, int threads,
 	cfg->max_base_rows = p ? p->bchunk_rows : 0;
 	cfg->precision = job->precision == XJ_PREC_AUTO ? XJ_PREC_FP32 :
 			 job->precision;
+	cfg->fp32_dnnl = job->fp32_dnnl;
 	cfg->range = job->command == XJ_CMD_RANGE ||
 		     job->plan_of == XJ_CMD_RANGE;
 }
@@ -367,9 +371,8 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 	 * computes the next */
 	pin->out_blocks = 2;
 	/* a self-join scores the rows a base chunk shares with the query
-	 * chunk once (fp32 candidates: kernels/cpu/cpu_topk_sym.c) */
-	pin->self_join = cfg->self && cfg->same_rows &&
-			 cfg->precision == XJ_PREC_FP32;
+	 * chunk once, in every precision (kernels/cpu/cpu_topk_sym.c) */
+	pin->self_join = cfg->self && cfg->same_rows;
 	pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE)
 		pin->work_per_qrow_bytes =
@@ -453,10 +456,9 @@ static int backend_cuda_open(const xj_job *job, const xj_comm *c,
 	return st->code;
 }
 
-/* The chosen backend; cfg's chunk sizes may come back lowered. */
-static int backend_open(const xj_job *job, const xj_comm *c,
-			const xj_device_choice *dev, xj_backend_cfg *cfg,
-			xj_backend **be, xj_status *st)
+int device_backend_create(const xj_job *job, const xj_comm *c,
+			  const xj_device_choice *dev, xj_backend_cfg *cfg,
+			  xj_backend **be, xj_status *st)
 {
 	if (dev->kind == XJ_BACKEND_CPU)
 		return backend_cpu_create(cfg, be, st);
@@ -489,7 +491,7 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 		cfg.part = c->rank;     /* the grid is 1 x P */
 		cfg.parts = run->pl.pc;
 	}
-	backend_open(run->job, c, dev, &cfg, &run->be, st);
+	device_backend_create(run->job, c, dev, &cfg, &run->be, st);
 	if (comm_agree(c, st))
 		return st->code;
 	mine[0] = cfg.max_query_rows;
@@ -632,4 +634,39 @@ void device_transport_close(xj_transport *t)
 
 	if (cu && cu->nccl_is(t))
 		cu->nccl_close(t);
+}
+
+/* OpenBLAS's cores with AVX-512 kernels. */
+static int openblas_avx512(const char *core)
+{
+	static const char *const cores[] = { "skylakex", "cooperlake",
+					     "sapphirerapids" };
+
+	for (size_t i = 0; i < sizeof(cores) / sizeof(cores[0]); i++)
+		if (!strcasecmp(core, cores[i]))
+			return 1;
+	return 0;
+}
+
+void device_cpu_gemm(char *line, size_t n, char *warn, size_t wn)
+{
+	const char *core = openblas_get_corename();
+	const char *config = openblas_get_config();
+	char version[24] = "";
+	cpu_gemm_caps caps;
+
+	cpu_gemm_caps_get(&caps);
+	/* "OpenBLAS 0.3.21 NO_AFFINITY ..." */
+	if (!strncmp(config, "OpenBLAS ", 9))
+		snprintf(version, sizeof(version), "%.*s",
+			 (int)strcspn(config + 9, " "), config + 9);
+	snprintf(line, n, "OpenBLAS %s %s, oneDNN %s %s", version, core,
+		 caps.dnnl ? caps.version : "-", caps.isa);
+	warn[0] = 0;
+	if (__builtin_cpu_supports("avx512f") && !openblas_avx512(core))
+		snprintf(warn, wn, "OpenBLAS runs its %s kernels on a CPU with "
+			 "AVX-512%s: its fp32 GEMM runs below this CPU's rate "
+			 "(--precision auto measures oneDNN's too)", core,
+			 getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE is "
+			 "set)" : "");
 }

@@ -73,6 +73,18 @@ double device_mem_fraction(const xj_job *job, const xj_device_choice *ch);
  * runs or the free memory is unknown (backend_cuda_create checks it). */
 int64_t device_budget_bytes(const xj_job *job, const xj_device_choice *ch);
 
+/* This rank's backend of the chosen kind for cfg (a GPU short of memory
+ * retries with halved chunks, which cfg then holds). Not collective. */
+int device_backend_create(const xj_job *job, const xj_comm *c,
+			  const xj_device_choice *dev, xj_backend_cfg *cfg,
+			  xj_backend **be, xj_status *st);
+
+/* The CPU's GEMM libraries in a few words ("OpenBLAS 0.3.21 Cooperlake,
+ * oneDNN 2.6.3 avx512_core_bf16"), and in warn a one-line warning when
+ * OpenBLAS runs kernels below what this CPU has (AVX-512 present, an
+ * AVX2 or older core chosen, e.g. by OPENBLAS_CORETYPE), else "". */
+void device_cpu_gemm(char *line, size_t n, char *warn, size_t wn);
+
 /* 'xjoin devices': select, then print one line per rank in rank order on
  * rank 0 (stdout), and the verdict. Collective. */
 int device_list(const xj_job *job, const xj_comm *c, xj_status *st);

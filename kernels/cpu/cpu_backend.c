@@ -76,6 +76,7 @@ static void cpu_release(xj_backend *be)
 	free(c->th);
 	cpu_range_free(c);
 	cpu_gemm_free(c->gemm);
+	cpu_gemm_free(c->gemm_pair);
 	cpu_free_query(c);
 	cpu_free_base(c);
 	free(c->mqq);
@@ -127,8 +128,8 @@ static int thread_alloc(cpu_backend *c)
 /*
  * The candidate GEMM: cfg->precision resolved for this CPU (auto, or a
  * direct caller's choice; tf32 and fp16 are the GPU's, fp32 here as
- * before), and oneDNN's tiles for bf16 and int8. fp32 stays on the BLAS
- * sgemm.
+ * before), and oneDNN's tiles for bf16 and int8, and for fp32 when
+ * cfg->fp32_dnnl asks (else fp32 stays on the BLAS sgemm).
  */
 static int gemm_setup(cpu_backend *c, xj_status *st)
 {
@@ -142,10 +143,17 @@ static int gemm_setup(cpu_backend *c, xj_status *st)
 	if (cpu_gemm_resolve(p, c->cfg.d, c->cfg.k, &c->prec, why, sizeof(why),
 			     st))
 		return st->code;
-	if (c->prec == XJ_PREC_FP32)
+	if (c->prec == XJ_PREC_FP32 && !c->cfg.fp32_dnnl)
 		return XJ_OK;
-	return cpu_gemm_create(c->prec, c->cfg.d, l2 ? -2.0f : -1.0f,
-			       m != XJ_METRIC_IP, c->threads, &c->gemm, st);
+	if (cpu_gemm_create(c->prec, c->cfg.d, l2 ? -2.0f : -1.0f,
+			    m != XJ_METRIC_IP, c->threads, &c->gemm, st))
+		return st->code;
+	/* a self-join's block pairs (cpu_topk_sym.c): fp32 ones stay on
+	 * the BLAS sgemm */
+	if (c->prec == XJ_PREC_FP32 || !c->cfg.self || !c->cfg.same_rows)
+		return XJ_OK;
+	return cpu_gemm_create(c->prec, c->cfg.d, l2 ? -2.0f : -1.0f, 0,
+			       c->threads, &c->gemm_pair, st);
 }
 
 int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,

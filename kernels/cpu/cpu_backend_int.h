@@ -109,6 +109,8 @@ typedef struct cpu_backend {
 	cpu_thread *th;
 	xj_precision prec; /* candidate GEMM (never auto) */
 	cpu_gemm *gemm;    /* oneDNN tiles; NULL: BLAS sgemm */
+	cpu_gemm *gemm_pair;   /* a self-join's block pairs in bf16/int8:
+				* the same GEMM with no row added */
 	cpu_gemm_rows ql;  /* query chunk rounded for a bf16/int8 gemm */
 	cpu_gemm_rows bl;  /* base chunk likewise */
 	float *subemax;    /* largest base rounding error per TB sub-tile */
@@ -160,6 +162,16 @@ static inline float lanes_key(xj_metric m, double s, double qq, double bb)
 {
 	return metric_sum_key(m, s, qq, bb);
 }
+
+/* ---- cpu_topk.c (shared) -------------------------------------------- */
+
+/* The canonical accumulators of n <= MW pairs (query row at qx + qo[w],
+ * base row at bx + bo[w]) in acc, one SIMD lane each, metric_key()'s
+ * operations in index order (lanes_key finishes them); qo and bo hold MW
+ * entries, those past n overwritten. */
+void cpu_pairs_acc(xj_metric m, const float *qx, int64_t *qo,
+		   const float *bx, int64_t *bo, int64_t n, int64_t d,
+		   double *acc);
 
 /* ---- cpu_backend.c ------------------------------------------------- */
 

@@ -207,6 +207,9 @@ void cpu_gemm_caps_get(cpu_gemm_caps *caps)
 	caps->int8 = isa_has(isa, dnnl_cpu_isa_avx512_core_vnni) ||
 		     isa_has(isa, dnnl_cpu_isa_avx2_vnni);
 	snprintf(caps->isa, sizeof(caps->isa), "%s", isa_name(isa));
+	snprintf(caps->version, sizeof(caps->version), "%d.%d.%d",
+		 dnnl_version()->major, dnnl_version()->minor,
+		 dnnl_version()->patch);
 #else
 	snprintf(caps->isa, sizeof(caps->isa), "none (built without oneDNN)");
 #endif

@@ -51,6 +51,7 @@ typedef struct cpu_gemm_caps {
 	int bf16;          /* bf16 dot products in hardware (AVX512-BF16, AMX) */
 	int int8;          /* exact int8 dot products (VNNI, AMX) */
 	char isa[64];      /* oneDNN's highest ISA here, or why none */
+	char version[16];  /* oneDNN's version, "" without it */
 } cpu_gemm_caps;
 
 /* What this build and CPU offer (oneDNN's dispatcher decides the ISA). */

@@ -11,8 +11,10 @@
  * (there is no k-th key to tighten it), c_i the query's offset and err_i
  * the error bound of the sub-tile. So no pair whose canonical key can be
  * <= the threshold key is dropped, however the GEMM rounds. Each kept pair
- * is rescored with metric_key() (double, index order, no contraction)
- * and enters the query's list only when that canonical key is <= the
+ * is rescored with metric_key()'s arithmetic (double, index order, no
+ * contraction), MW of a row's candidates at once in SIMD lanes (the
+ * top-k's cpu_pairs_acc: MW independent chains instead of one), and
+ * enters the query's list only when that canonical key is <= the
  * threshold key: membership is decided by the canonical value alone,
  * exactly as the top-k's threshold decides it.
  *
@@ -166,23 +168,32 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 		    int64_t nb, const xj_rows *b, double gate)
 {
 	const xj_backend_cfg *cfg = &c->cfg;
-	double err = cpu_row_err(c, i, j0 / TB);
+	double err = cpu_row_err(c, i, j0 / TB), acc[MW];
 	float thr = cpu_float_up(gate - cpu_row_offset(c, i) + err);
-	const float *qi = c->qx + i * cfg->d;
 	range_row *w = &c->range->rows[i];
 	int64_t self = cfg->self ? c->qfirst + i - b->first_row : -1;
+	int64_t qo[MW], bo[MW], bj[MW], n = 0, d = cfg->d;
 
-	for (int64_t j = 0; j < nb; j++) {
-		int64_t bj = j0 + j;
-		float key;
+	for (int64_t j = 0; j <= nb; j++) {
+		/* a batch of MW candidates, or the row's last ones */
+		if (n == MW || (j == nb && n > 0)) {
+			cpu_pairs_acc(cfg->metric, c->qx, qo, b->x, bo, n, d,
+				      acc);
+			for (int64_t l = 0; l < n; l++) {
+				float key = lanes_key(cfg->metric, acc[l],
+						      c->qq[i], c->bb[bj[l]]);
 
-		if (!(g[j] <= thr) || bj == self)
+				if (key <= cfg->threshold_key &&
+				    !row_push(w, key, b->first_row + bj[l]))
+					return 0;
+			}
+			n = 0;
+		}
+		if (j == nb || !(g[j] <= thr) || j0 + j == self)
 			continue;
-		key = metric_key(cfg->metric, qi, b->x + bj * cfg->d, cfg->d,
-				 c->qq[i], c->bb[bj]);
-		if (key <= cfg->threshold_key &&
-		    !row_push(w, key, b->first_row + bj))
-			return 0;
+		qo[n] = i * d;
+		bo[n] = (j0 + j) * d;
+		bj[n++] = j0 + j;
 	}
 	return 1;
 }

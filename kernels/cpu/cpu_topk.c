@@ -138,6 +138,29 @@ LANES_PAIRS(pairs_sqdist4, RW4, double t = qv - bv; a[w] += t * t)
 LANES_PAIRS(pairs_dot, MW, a[w] += qv * bv)
 LANES_PAIRS(pairs_dot4, RW4, a[w] += qv * bv)
 
+void cpu_pairs_acc(xj_metric m, const float *qx, int64_t *qo,
+		   const float *bx, int64_t *bo, int64_t n, int64_t d,
+		   double *acc)
+{
+	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+
+	if (n <= 0)
+		return;
+	/* lanes past n repeat lane 0; their results are not used */
+	for (int64_t w = n; w < MW; w++) {
+		qo[w] = qo[0];
+		bo[w] = bo[0];
+	}
+	if (n <= RW4 && sq)
+		pairs_sqdist4(qx, qo, bx, bo, d, acc);
+	else if (n <= RW4)
+		pairs_dot4(qx, qo, bx, bo, d, acc);
+	else if (sq)
+		pairs_sqdist(qx, qo, bx, bo, d, acc);
+	else
+		pairs_dot(qx, qo, bx, bo, d, acc);
+}
+
 /* ---- selection state ---------------------------------------------- */
 
 void cpu_free_query(cpu_backend *c)
@@ -315,25 +338,12 @@ typedef struct pair_batch {
 static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
 {
 	xj_metric m = c->cfg.metric;
-	int sq = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
 	double acc[MW];
 	int64_t n = pb->n;
 
 	if (n == 0)
 		return;
-	/* lanes past n repeat lane 0; their results are not used */
-	for (int64_t w = n; w < MW; w++) {
-		pb->qo[w] = pb->qo[0];
-		pb->bo[w] = pb->bo[0];
-	}
-	if (n <= RW4 && sq)
-		pairs_sqdist4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
-	else if (n <= RW4)
-		pairs_dot4(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
-	else if (sq)
-		pairs_sqdist(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
-	else
-		pairs_dot(c->qx, pb->qo, b->x, pb->bo, c->cfg.d, acc);
+	cpu_pairs_acc(m, c->qx, pb->qo, b->x, pb->bo, n, c->cfg.d, acc);
 	for (int64_t w = 0; w < n; w++)
 		c->pend[pb->slot[w]].up = lanes_key(m, acc[w], c->qq[pb->qi[w]],
 						 c->bb[pb->bj[w]]);

@@ -12,7 +12,7 @@
  * here, it costs a memcmp of the rows), cut those rows into blocks
  * that do not cross a multiple of TB (the sub-tiles of submax):
  *
- *   D = alpha X_a X_b^T                    one sgemm per block pair a < b
+ *   D = alpha X_a X_b^T                    one GEMM per block pair a < b
  *   row tile    D[r][c] + C_b[c]           queries of block a, base rows of b
  *   column tile D[r][c] + C_a[r], transposed  queries of block b, base rows of a
  *
@@ -20,7 +20,13 @@
  * norms; cosine: -1 and 1 on the normalised rows; ip: -1 and none). Each
  * tile value is the float dot product, scaled exactly, plus one float
  * addition: the computation metric_err_bound() bounds, whichever side
- * is the query. Both tiles are scanned as the plain path scans its tiles
+ * is the query. In bf16 and int8 the GEMM reads the chunk's rounded rows
+ * (both blocks are rows of it, rounded as the query chunk's same rows
+ * are) and the bound is metric_err_bound_rows(), symmetric in the two
+ * rows' norms and rounding errors, so it too holds whichever side is
+ * the query (int8's scaling by the two rows' steps may round its double
+ * product in the other order: within the bound's 2^-50). Both tiles are
+ * scanned as the plain path scans its tiles
  * (gate, pending pairs, deferred rescoring): a pair only enters a list
  * through the canonical rescoring of its own query row against its own
  * base row, so the lists are the exact canonical top-k, the same bits as
@@ -83,10 +89,7 @@ int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 	sym_shared(c->qfirst, c->qrows, b->first_row, b->rows, &g0, &g1);
 	*b0 = 0;
 	*len = 0;
-	/* bf16 and int8 candidates run the plain tiles: the block pairs
-	 * below are fp32 sgemms */
-	if (!c->cfg.self || !c->cfg.same_rows || g1 - g0 < SYM_MIN_ROWS ||
-	    c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8)
+	if (!c->cfg.self || !c->cfg.same_rows || g1 - g0 < SYM_MIN_ROWS)
 		return 0;
 	/* the same indices must be the same rows */
 	if (memcmp(c->qx + (g0 - c->qfirst) * d, b->x + (g0 - b->first_row) * d,
@@ -114,11 +117,13 @@ static void rows_prune(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1)
 }
 
 /*
- * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one sgemm into
- * t->g, both sides scanned. off turns a chunk row into its query row.
+ * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one GEMM into
+ * t->g (sgemm, or in bf16/int8 oneDNN's on the chunk's rounded rows),
+ * both sides scanned. off turns a chunk row into its query row.
  */
-static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
-		     int64_t sb, int64_t nb, int64_t off, const xj_rows *b)
+static int pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
+		    int64_t sb, int64_t nb, int64_t off, const xj_rows *b,
+		    xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
 	int64_t d = c->cfg.d;
@@ -133,9 +138,15 @@ static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 		ca = sa;
 		cb = sb;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na, (int)nb,
-		    (int)d, alpha, x + sa * d, (int)d, x + sb * d, (int)d, 0.0f,
-		    t->g, (int)nb);
+	if (c->gemm_pair) {
+		if (cpu_gemm_tile(c->gemm_pair, (int)(t - c->th), NULL, &c->bl,
+				  sa, NULL, &c->bl, sb, na, nb, NULL, t->g, st))
+			return st->code;
+	} else {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na,
+			    (int)nb, (int)d, alpha, x + sa * d, (int)d,
+			    x + sb * d, (int)d, 0.0f, t->g, (int)nb);
+	}
 	t->flops += 2.0 * (double)na * (double)nb * (double)d;
 	if (!cpu_scan_pair(c, t, t->g, sa, na, sb, nb, off,
 			   cst ? cst + ca : NULL, cst ? cst + cb : NULL, b)) {
@@ -152,6 +163,7 @@ static void pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
 	}
 	rows_prune(c, t, sa + off, sa + na + off);
 	rows_prune(c, t, sb + off, sb + nb + off);
+	return XJ_OK;
 }
 
 /*
@@ -183,7 +195,8 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 			if (!sym_pair_mine(x, y, nblk, part, parts))
 				continue;
 			sym_block_of(b0, len, y, &sy, &ny);
-			pair_run(c, t, sx, nx, sy, ny, off, b);
+			if (pair_run(c, t, sx, nx, sy, ny, off, b, st))
+				return st->code;
 		}
 	}
 	return XJ_OK;

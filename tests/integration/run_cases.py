@@ -45,6 +45,9 @@ Cases (those taking --np run only that rank count, otherwise 1..4):
                   metric, ties and duplicate rows, a threshold, 1..4
                   ranks, forced chunks; interrupted and resumed on
                   another rank count
+  calibration     --precision auto measures and caches its choice; bad,
+                  cut, foreign and unwritable caches; concurrent writers;
+                  fp32's bits every time
 """
 
 import argparse
@@ -2054,9 +2057,52 @@ def case_selfjoin(ctx, ranks):
                    ctx.path("self-t.h5"), ref, "np1 self l2 k=40 -t")
     if 2 in ranks:
         _self_interrupted(ctx)
+    _self_lowp(ctx, ranks, f, plain)
     _self_matrix(ctx, ranks)
     if 2 in ranks:
         _self_matrix_interrupted(ctx)
+
+
+def _gemm_flops(ctx, nranks, argv, out, what):
+    """Run a job with --report-json; its GEMM FLOPs, or None."""
+    rep = ctx.path("rep.json")
+    if not ctx.run_ok(nranks, argv + ["-o", out, "--force",
+                                      "--report-json", rep], what):
+        return None
+    with open(rep) as f:
+        return json.load(f)["gemm_flops"]
+
+
+def _self_lowp(ctx, ranks, f, plain):
+    """Self-joins whose block pairs run in bf16 and int8 (where the CPU
+    has them): the plain path's bits, at about half its GEMM FLOPs."""
+    for p in ("bf16", "int8"):
+        probe = ["topk", "-q", f, "-b", f, "-k", 1, "--device", "cpu",
+                 "--precision", p, "-o", ctx.path("probe.h5"), "--force"]
+        if ctx.run(1, probe)[0] != 0:
+            print("precision %s not here: self-join case skipped" % p,
+                  flush=True)
+            continue
+        for nranks, metric in ((1, "l2"), (1, "cosine"), (1, "ip"),
+                               (2, "sqeuclidean")):
+            if nranks not in ranks:
+                continue
+            what = "np%d self %s --precision %s" % (nranks, metric, p)
+            out = ctx.path("self-lowp.h5")
+            argv = ["topk", "-q", f, "-b", f, "-k", 10, "-m", metric,
+                    "--device", "cpu", "--precision", p]
+            flops = _gemm_flops(ctx, nranks, argv, out, what)
+            if flops is None:
+                continue
+            ctx.check(_same_results(plain[metric], out),
+                      "%s: differs from the plain path" % what)
+            base = _gemm_flops(ctx, nranks, argv[:4] + [
+                f.replace("self.h5", "copy.h5"), "--self"] + argv[5:],
+                ctx.path("plain-lowp.h5"), what + " (plain)")
+            if base:
+                ctx.check(flops < 0.7 * base, "%s: %.3g GEMM FLOPs, the "
+                          "plain path %.3g: the pairs were not scored once"
+                          % (what, flops, base))
 
 
 def _resident_mib(log):
@@ -2232,6 +2278,101 @@ def _self_matrix_interrupted(ctx):
                       "resumed output differs" % (first, then))
 
 
+def _precision_line(out):
+    line = [ln for ln in out.splitlines() if ln.startswith("| precision")]
+    return line[0] if line else ""
+
+
+def case_calibration(ctx, ranks):
+    """--precision auto (the default) measures the candidates on samples
+    of the job (here a 3 GFLOP job, the floor lowered by
+    XJOIN_CALIB_MIN_GFLOP) and caches their models: the first run says
+    'measured', the next 'cached'; a corrupt, cut or foreign cache is
+    ignored with one warning and measured again (and rewritten); a cache
+    that cannot be written warns once and the run goes on; two jobs that
+    measure at once leave a valid file; two ranks take rank 0's choice;
+    every output has the bits of --precision fp32."""
+    data = ctx.path("cal.h5")
+    ctx.run_ok(1, ["gen", "--rows", 40000, "--queries", 600, "--dim", 64,
+                   "--seed", 5, "-o", data], "gen")
+    job = ["topk", "-q", data, "-b", data, "-k", 10, "--device", "cpu"]
+    ref = ctx.path("fp32.h5")
+    ctx.run_ok(1, job + ["--precision", "fp32", "-o", ref], "fp32 reference")
+    cache = ctx.path("cache")
+    cfile = os.path.join(cache, "precision.ini")
+    saved = os.environ.get("XJOIN_CACHE_DIR")
+    os.environ["XJOIN_CACHE_DIR"] = cache
+    os.environ["XJOIN_CALIB_MIN_GFLOP"] = "1"   # a 3 GFLOP job measured
+
+    def auto(what, nranks=1, expect=None, warn=None):
+        out = ctx.path("auto.h5")
+        rc, sout, serr, _ = ctx.run(nranks, job + ["-o", out, "--force"])
+        if not ctx.check(rc == 0, "%s: exit %s" % (what, rc)):
+            _dump(sout, serr)
+            return
+        line = _precision_line(sout)
+        print(line, flush=True)
+        if expect:
+            ctx.check(expect in line, "%s: precision line %r lacks %r"
+                      % (what, line, expect))
+        warns = [ln for ln in serr.splitlines() if "warning" in ln]
+        if warn:
+            ctx.check(len(warns) == 1 and warn in warns[0],
+                      "%s: warnings %r, expected one with %r"
+                      % (what, warns, warn))
+        else:
+            ctx.check(not warns, "%s: warnings %r" % (what, warns))
+        ctx.check(_same_results(ref, out), "%s: output differs from fp32"
+                  % what)
+
+    try:
+        auto("first run", expect="measured the fastest")
+        ctx.check(os.path.exists(cfile), "no cache file written")
+        auto("second run", expect="cached model")
+        # one thread a rank: another key (threads are part of it)
+        auto("two ranks", nranks=2, expect="auto: ")
+        with open(cfile) as f:
+            good = f.read()
+        bad = {
+            "cut short": good[:len(good) // 2],
+            "foreign": "[job]\nk = 10\n",
+            "binary": "\x00\x01\xff garbage\n" * 4,
+            "tampered": good.replace(".key = cpu", ".key = cpx"),
+            "empty": "",
+        }
+        for name, text in bad.items():
+            with open(cfile, "w", errors="replace") as f:
+                f.write(text)
+            auto("%s cache" % name, expect="measured the fastest",
+                 warn="ignored")
+            with open(cfile) as f:
+                ctx.check("[end]" in f.read(), "%s cache not rewritten"
+                          % name)
+        # a cache that cannot be written: its folder is a file
+        with open(ctx.path("plain"), "w") as f:
+            f.write("not a folder\n")
+        os.environ["XJOIN_CACHE_DIR"] = ctx.path("plain")
+        auto("unwritable cache", expect="measured the fastest",
+             warn="not saved")
+        # two jobs measuring at once into one empty cache
+        os.environ["XJOIN_CACHE_DIR"] = ctx.path("both")
+        procs = [ctx.start(1, job + ["-o", ctx.path("c%d.h5" % i),
+                                     "--force"]) for i in range(2)]
+        for i, p in enumerate(procs):
+            out, err = p.communicate(timeout=300)
+            ctx.check(p.returncode == 0, "concurrent run %d: exit %s"
+                      % (i, p.returncode))
+            ctx.check(_same_results(ref, ctx.path("c%d.h5" % i)),
+                      "concurrent run %d: output differs" % i)
+        auto("after concurrent writers", expect="cached model")
+    finally:
+        os.environ.pop("XJOIN_CALIB_MIN_GFLOP", None)
+        if saved is None:
+            os.environ.pop("XJOIN_CACHE_DIR", None)
+        else:
+            os.environ["XJOIN_CACHE_DIR"] = saved
+
+
 CASES = {
     "topk_random": case_topk_random,
     "invariance": case_invariance,
@@ -2252,6 +2393,7 @@ CASES = {
     "diskfull": case_diskfull,
     "shards": shard_inputs.case_shards,
     "selfjoin": case_selfjoin,
+    "calibration": case_calibration,
 }
 
 

@@ -1,0 +1,477 @@
+/* calib.c: --precision auto by measurement (see calib.h). */
+#define _GNU_SOURCE
+#include "calib.h"
+
+#include <cblas.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/backend.h"
+#include "../../kernels/cpu/cpu_gemm.h"
+#include "cuda_module.h"
+
+/* Jobs below these GEMM FLOPs keep fp32 unmeasured: the measurement
+ * (about 0.4 s on 2 cores) would cost more than it saves.
+ * XJOIN_CALIB_MIN_GFLOP sets another floor. */
+#define CALIB_MIN_FLOPS_CPU 50e9
+#define CALIB_MIN_FLOPS_GPU 1e12
+#define CALIB_MAX_CANDS 4
+
+/* A candidate and its cost model: a run of nq query rows against nb
+ * base rows takes a nq + b nb + c nq nb seconds (per query row: its
+ * norms, packing, seeding and rescoring; per base row: likewise; per
+ * pair: the GEMM and the scan). */
+typedef struct cand {
+	const char *name;
+	xj_precision p;
+	int dnnl;            /* fp32 through oneDNN */
+	double a, b, c;      /* the model, once measured */
+	int measured;
+} cand;
+
+/* The sample: the first rows of each input. */
+typedef struct sample {
+	float *q, *b;
+	int64_t nq, nb;
+} sample;
+
+static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
+{
+	int n = 0;
+
+	if (dev->kind == XJ_BACKEND_CUDA) {
+		out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "tf32", XJ_PREC_TF32, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0 };
+		return n;
+	}
+	cpu_gemm_caps caps;
+
+	cpu_gemm_caps_get(&caps);
+	out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
+	if (caps.dnnl)
+		out[n++] = (cand){ "fp32-dnnl", XJ_PREC_FP32, 1, 0, 0, 0, 0 };
+	if (caps.bf16)
+		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0 };
+	if (caps.int8 && job->d <= CPU_GEMM_INT8_MAX_D)
+		out[n++] = (cand){ "int8", XJ_PREC_INT8, 0, 0, 0, 0, 0 };
+	return n;
+}
+
+/* s with the characters a cache key keeps (no INI syntax), at most n. */
+static void key_part(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 1 < n; s++)
+		out[o++] = strchr("=:;#[]|\n\r", *s) ? '_' : *s;
+	out[o] = 0;
+}
+
+static void cpu_model(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[256];
+
+	snprintf(out, n, "unknown cpu");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *v = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) || !v)
+			continue;
+		v += 1 + strspn(v + 1, " \t");
+		v[strcspn(v, "\n")] = 0;
+		key_part(out, n, v);
+		break;
+	}
+	if (f)
+		fclose(f);
+}
+
+/* "NVIDIA H100 80GB HBM3 cc 9.0" from the choice's "[bus] name, compute
+ * capability 9.0, ..." */
+static void gpu_model(const xj_device_choice *dev, char *out, size_t n)
+{
+	const char *s = strstr(dev->info, "] "), *cc;
+	char name[64] = "unknown gpu";
+
+	if (s) {
+		size_t len = strcspn(s + 2, ",");
+
+		snprintf(name, sizeof(name), "%.*s", (int)len, s + 2);
+	}
+	cc = strstr(dev->info, "capability ");
+	snprintf(out, n, "%s cc %.4s", name, cc ? cc + 11 : "?");
+	key_part(out, n, out);
+}
+
+static int64_t pow2_at_least(int64_t k)
+{
+	int64_t b = 1;
+
+	while (b < k && b < (INT64_C(1) << 40))
+		b *= 2;
+	return b;
+}
+
+/* What was measured, in words: under 160 characters (calib.h). */
+static void cache_key(const xj_job *job, const xj_comm *c,
+		      const xj_device_choice *dev, xj_command cmd, int threads,
+		      char *key, size_t n)
+{
+	char host[40], model[52], lib[96];
+
+	key_part(host, sizeof(host), c->host);
+	if (dev->kind == XJ_BACKEND_CUDA) {
+		gpu_model(dev, model, sizeof(model));
+		snprintf(lib, sizeof(lib), "cuda");
+	} else {
+		cpu_gemm_caps caps;
+		char ob[24];
+
+		cpu_model(model, sizeof(model));
+		cpu_gemm_caps_get(&caps);
+		key_part(ob, sizeof(ob), openblas_get_corename());
+		snprintf(lib, sizeof(lib), "ob %s dnnl %s %.16s t%d", ob,
+			 caps.version, caps.isa, threads);
+	}
+	/* inih reads lines of 200: "<hash>.key = " and 170 of key */
+	if (n > 171)
+		n = 171;
+	if (snprintf(key, n, "%s|%s|%s|%s|%s d%" PRId64 " k%" PRId64 " %s%s",
+		     dev->kind == XJ_BACKEND_CUDA ? "cuda" : "cpu", host, model,
+		     lib, metric_name(job->metric), job->d,
+		     cmd == XJ_CMD_TOPK ? pow2_at_least(job->k) : 0,
+		     cmd == XJ_CMD_TOPK ? "topk" : "range",
+		     job->self && job->same_rows ? " self" : "") >= (int)n)
+		key[n - 1] = 0;   /* cut: still one key per shape */
+}
+
+static int sample_read(const h5in_info *info, int64_t rows, int64_t d,
+		       float **out, xj_status *st)
+{
+	h5in *h;
+
+	*out = malloc(sizeof(float) * (size_t)(rows * d + 1));
+	if (!*out)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "calibration: out of "
+			       "memory for %" PRId64 " rows", rows);
+	if (h5in_open(info, &h, st))
+		return st->code;
+	h5in_read(h, 0, rows, *out, st);
+	h5in_close(h);
+	return st->code;
+}
+
+/* One run of the job's kind: query rows [0, nq) against base rows [0,
+ * nb) of the sample. */
+static int sample_run(xj_backend *be, const sample *s, int64_t nq,
+		      int64_t nb, const xj_job *job, xj_command cmd,
+		      xj_status *st)
+{
+	xj_rows q = { s->q, nq, job->d, 0, 0 }, b = { s->b, nb, job->d, 0, 0 };
+	int64_t total = 0, *count, *idx;
+	float *key;
+	int rc;
+
+	if (cmd == XJ_CMD_TOPK) {
+		key = malloc(sizeof(float) * (size_t)(nq * job->k + 1));
+		idx = malloc(sizeof(int64_t) * (size_t)(nq * job->k + 1));
+		rc = !key || !idx ? xj_fail(st, XJ_EXIT_RESOURCE, "out of memory") :
+		     be->topk_begin(be, &q, st) || be->topk_add(be, &b, st) ||
+		     be->topk_end(be, key, idx, st) ? st->code : XJ_OK;
+		free(key);
+		free(idx);
+		return rc;
+	}
+	count = malloc(sizeof(int64_t) * (size_t)(nq + 1));
+	if (!count)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory");
+	if (be->range_begin(be, &q, st) || be->range_add(be, &b, st) ||
+	    be->range_end(be, count, st)) {
+		free(count);
+		return st->code;
+	}
+	for (int64_t i = 0; i < nq; i++)
+		total += count[i];
+	free(count);
+	key = malloc(sizeof(float) * (size_t)(total + 1));
+	idx = malloc(sizeof(int64_t) * (size_t)(total + 1));
+	rc = !key || !idx ? xj_fail(st, XJ_EXIT_RESOURCE, "out of memory") :
+	     be->range_take(be, idx, key, st);
+	free(key);
+	free(idx);
+	return rc;
+}
+
+/* Best of two timed runs of one shape. */
+static double shape_time(xj_backend *be, const sample *s, int64_t nq,
+			 int64_t nb, const xj_job *job, xj_command cmd,
+			 xj_status *st)
+{
+	double best = INFINITY;
+
+	for (int rep = 0; rep < 2 && !st->code; rep++) {
+		double t0 = MPI_Wtime(), dt;
+
+		if (sample_run(be, s, nq, nb, job, cmd, st))
+			break;
+		dt = MPI_Wtime() - t0;
+		best = dt < best ? dt : best;
+	}
+	return best;
+}
+
+/*
+ * The candidate's model from three shapes (after a warm-up run: oneDNN's
+ * and cuBLAS's first calls choose and build their kernels): S1 = (q, b),
+ * S2 = (2q, b), S3 = (q, 2b), s->nq = 2q and s->nb = 2b rows. With
+ * A = T2 - T1 = a q + c q b and B = T3 - T1 = b b + c q b,
+ * c q b = A + B - T1; each term is kept >= 0 (noise).
+ */
+static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
+		   const xj_device_choice *dev, xj_command cmd, int threads,
+		   xj_status *st)
+{
+	int64_t q = s->nq / 2, b = s->nb / 2;
+	xj_backend_cfg cfg;
+	xj_backend *be = NULL;
+	double t1, t2, t3, A, B, C;
+
+	device_backend_config(job, NULL, threads, &cfg);
+	cfg.precision = cd->p;
+	cfg.fp32_dnnl = cd->dnnl;
+	cfg.max_query_rows = s->nq;
+	cfg.max_base_rows = s->nb;
+	if (device_backend_create(job, c, dev, &cfg, &be, st))
+		return st->code;
+	sample_run(be, s, q, b, job, cmd, st);
+	t1 = shape_time(be, s, q, b, job, cmd, st);
+	t2 = shape_time(be, s, 2 * q, b, job, cmd, st);
+	t3 = shape_time(be, s, q, 2 * b, job, cmd, st);
+	be->release(be);
+	if (st->code)
+		return st->code;
+	A = t2 - t1;
+	B = t3 - t1;
+	C = fmax(A + B - t1, 0.25 * t1);   /* the pairs: most of a run */
+	cd->c = C / ((double)q * (double)b);
+	cd->a = fmax(A - C, 0) / (double)q;
+	cd->b = fmax(B - C, 0) / (double)b;
+	cd->measured = 1;
+	return XJ_OK;
+}
+
+/* The model's seconds for the job (n query rows, m base rows). */
+static double predict(const cand *cd, const xj_job *job)
+{
+	return cd->a * (double)job->n + cd->b * (double)job->m +
+	       cd->c * (double)job->n * (double)job->m;
+}
+
+/*
+ * The sample's rows: 2q query and 2b base rows, the first of each input,
+ * with q = 256 and b = 16,384 on a CPU (2,048 and 65,536 on a GPU) at
+ * d = 128 and b scaled by 128 / d, each at most half the job's: so
+ * that the three shapes' differences separate per-row from per-pair
+ * costs while all the runs together stay a small part of a job that is
+ * worth measuring.
+ */
+static void sample_shape(const xj_job *job, int gpu, int64_t *nq,
+			 int64_t *nb)
+{
+	int64_t q = gpu ? 2048 : 256;
+	int64_t b = (gpu ? 65536 : 16384) * 128 / (job->d > 16 ? job->d : 16);
+
+	if (b < 1024)
+		b = 1024;
+	if (q > job->n / 2)
+		q = job->n / 2;
+	if (b > job->m / 2)
+		b = job->m / 2;
+	*nq = 2 * (q > 1 ? q : 1);
+	*nb = 2 * (b > 1 ? b : 1);
+}
+
+/* "name:a/b/c ..." of each measured candidate, for the cache. */
+static void models_text(const cand *cd, int n, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = 0;
+	for (int i = 0; i < n && o < len; i++)
+		if (cd[i].measured)
+			o += (size_t)snprintf(out + o, len - o,
+					      "%s%s:%.3g/%.3g/%.3g",
+					      o ? " " : "", cd[i].name, cd[i].a,
+					      cd[i].b, cd[i].c);
+}
+
+/* The cache's models into cd (by name); 0 when every word is one of
+ * cd's and each has its three numbers. */
+static int models_parse(const char *text, cand *cd, int n)
+{
+	char buf[192], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	for (char *w = strtok_r(buf, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save)) {
+		char *colon = strchr(w, ':');
+		int i;
+
+		if (!colon)
+			return -1;
+		*colon = 0;
+		for (i = 0; i < n && strcmp(cd[i].name, w); i++)
+			;
+		if (i == n || sscanf(colon + 1, "%lg/%lg/%lg", &cd[i].a,
+				     &cd[i].b, &cd[i].c) != 3)
+			return -1;
+		cd[i].measured = 1;
+	}
+	return 0;
+}
+
+/* The fastest measured candidate for the job, and the predictions in
+ * words ("fp32 1.52 s, bf16 0.90, ..."). -1 when none was measured. */
+static int fastest(const cand *cd, int n, const xj_job *job, char *words,
+		   size_t len)
+{
+	int best = -1;
+	size_t o = 0;
+
+	words[0] = 0;
+	for (int i = 0; i < n; i++) {
+		if (!cd[i].measured)
+			continue;
+		if (o < len)
+			o += (size_t)snprintf(words + o, len - o, "%s%s %.3g%s",
+					      o ? ", " : "", cd[i].name,
+					      predict(&cd[i], job),
+					      o ? "" : " s");
+		if (best < 0 || predict(&cd[i], job) < predict(&cd[best], job))
+			best = i;
+	}
+	return best;
+}
+
+/* Rank 0: the choice, from the cache or measured. */
+static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
+		   const h5in_info *qi, const h5in_info *bi, xj_command cmd,
+		   int threads, cand *choice, char *why, size_t wn)
+{
+	cand cd[CALIB_MAX_CANDS];
+	int n = ncands(job, dev, cd), best;
+	char path[XJ_PATH_MAX], msg[200], words[160];
+	calib_entry e;
+	sample s = { NULL, NULL, 0, 0 };
+	xj_status st;
+	int got;
+
+	memset(&e, 0, sizeof(e));
+	cache_key(job, c, dev, cmd, threads, e.key, sizeof(e.key));
+	calib_cache_path(path, sizeof(path));
+	got = path[0] ? calib_cache_get(path, e.key, &e, msg, sizeof(msg)) : 0;
+	if (got < 0)
+		fprintf(stderr, "xjoin: warning: precision cache %s ignored (%s); "
+			"measuring again\n", path, msg);
+	if (got > 0 && models_parse(e.times, cd, n) == 0 &&
+	    (best = fastest(cd, n, job, words, sizeof(words))) >= 0) {
+		*choice = cd[best];
+		if (snprintf(why, wn, "auto: %s, the fastest for this job by "
+			     "the cached model (%s; %.100s)", cd[best].name,
+			     words, path) >= (int)wn)
+			why[wn - 1] = 0;
+		return;
+	}
+	if (got > 0)
+		fprintf(stderr, "xjoin: warning: precision cache %s holds "
+			"candidates this build or device cannot run; measuring "
+			"again\n", path);
+	for (int i = 0; i < n; i++)
+		cd[i].measured = 0;
+	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, &s.nq, &s.nb);
+	xj_ok(&st);
+	if (sample_read(qi, s.nq, job->d, &s.q, &st) ||
+	    sample_read(bi, s.nb, job->d, &s.b, &st))
+		goto fail;
+	for (int i = 0; i < n; i++) {
+		xj_ok(&st);
+		if (measure(&cd[i], &s, job, c, dev, cmd, threads, &st) == 0)
+			continue;
+		if (st.code == XJ_EXIT_INPUT)
+			goto fail;   /* the run's validation says */
+		fprintf(stderr, "xjoin: warning: auto: %s not measured (%s)\n",
+			cd[i].name, st.msg);
+	}
+	best = fastest(cd, n, job, words, sizeof(words));
+	if (best < 0)
+		goto fail;
+	*choice = cd[best];
+	snprintf(e.choice, sizeof(e.choice), "%s", cd[best].name);
+	models_text(cd, n, e.times, sizeof(e.times));
+	snprintf(why, wn, "auto: %s, measured the fastest for this job "
+		 "(predicted %s, from runs of %" PRId64 " x %" PRId64 " rows)",
+		 cd[best].name, words, s.nq, s.nb);
+	if (!path[0])
+		fprintf(stderr, "xjoin: warning: no place for the precision "
+			"cache (set HOME or XJOIN_CACHE_DIR); measured each "
+			"run\n");
+	else if (calib_cache_put(path, &e, msg, sizeof(msg)))
+		fprintf(stderr, "xjoin: warning: precision cache not saved "
+			"(%s); measured each run\n", msg);
+	free(s.q);
+	free(s.b);
+	return;
+fail:
+	free(s.q);
+	free(s.b);
+	*choice = cd[0];
+	snprintf(why, wn, "auto: fp32 (not measured: %.120s)", st.code ?
+		 st.msg : "no candidate ran");
+}
+
+int calib_precision(xj_job *job, const xj_comm *c,
+		    const xj_device_choice *dev, const h5in_info *qinfo,
+		    const h5in_info *binfo, int threads, xj_status *st)
+{
+	xj_command cmd = job->command == XJ_CMD_PLAN ? job->plan_of :
+			 job->command;
+	int gpu = dev->kind == XJ_BACKEND_CUDA;
+	double flops = 2.0 * (double)job->n * (double)job->m * (double)job->d;
+	cand choice = { "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
+	const char *floor_env = getenv("XJOIN_CALIB_MIN_GFLOP");
+	double floor = gpu ? CALIB_MIN_FLOPS_GPU : CALIB_MIN_FLOPS_CPU;
+	int out[2];
+
+	(void)st;
+	if ((cmd != XJ_CMD_TOPK && !(cmd == XJ_CMD_RANGE && !gpu)) ||
+	    job->n == 0 || job->m == 0)
+		return XJ_OK;     /* device_select's resolution stands */
+	if (floor_env && *floor_env)
+		floor = atof(floor_env) * 1e9;
+	if (flops < floor) {
+		job->precision = XJ_PREC_FP32;
+		job->fp32_dnnl = 0;
+		snprintf(job->precision_why, sizeof(job->precision_why),
+			 "auto: fp32 (a job under %.0f GFLOP is not measured)",
+			 floor * 1e-9);
+		return XJ_OK;
+	}
+	if (c->rank == 0) {
+		decide(job, c, dev, qinfo, binfo, cmd, threads, &choice,
+		       job->precision_why, sizeof(job->precision_why));
+		fflush(stderr);
+	}
+	out[0] = (int)choice.p;
+	out[1] = choice.dnnl;
+	MPI_CHECK(MPI_Bcast(out, 2, MPI_INT, 0, c->world));
+	MPI_CHECK(MPI_Bcast(job->precision_why, sizeof(job->precision_why),
+			    MPI_CHAR, 0, c->world));
+	job->precision = (xj_precision)out[0];
+	job->fp32_dnnl = out[1];
+	return XJ_OK;
+}
