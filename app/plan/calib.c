@@ -274,17 +274,18 @@ static double predict(const cand *cd, const xj_job *job)
 
 /*
  * The sample's rows: 2q query and 2b base rows, the first of each input,
- * with q = 256 and b = 16,384 on a CPU (2,048 and 65,536 on a GPU) at
- * d = 128 and b scaled by 128 / d, each at most half the job's: so
- * that the three shapes' differences separate per-row from per-pair
- * costs while all the runs together stay a small part of a job that is
- * worth measuring.
+ * each at most half the job's. On a CPU q = 512 a thread, a whole query
+ * tile for each (cpu_tile_rows: smaller tiles run the GEMM at another
+ * rate than the job's), and b = 4,096; on a GPU q = 2,048 and b = 65,536;
+ * b scaled by 128 / d. So the shapes' differences separate per-row from
+ * per-pair costs while the runs together stay a small part (about 0.2 s
+ * on 2 cores) of a job worth measuring.
  */
-static void sample_shape(const xj_job *job, int gpu, int64_t *nq,
-			 int64_t *nb)
+static void sample_shape(const xj_job *job, int gpu, int threads,
+			 int64_t *nq, int64_t *nb)
 {
-	int64_t q = gpu ? 2048 : 256;
-	int64_t b = (gpu ? 65536 : 16384) * 128 / (job->d > 16 ? job->d : 16);
+	int64_t q = gpu ? 2048 : 512 * (int64_t)(threads > 0 ? threads : 1);
+	int64_t b = (gpu ? 65536 : 4096) * 128 / (job->d > 16 ? job->d : 16);
 
 	if (b < 1024)
 		b = 1024;
@@ -393,7 +394,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 			"again\n", path);
 	for (int i = 0; i < n; i++)
 		cd[i].measured = 0;
-	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, &s.nq, &s.nb);
+	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, threads, &s.nq, &s.nb);
 	xj_ok(&st);
 	if (sample_read(qi, s.nq, job->d, &s.q, &st) ||
 	    sample_read(bi, s.nb, job->d, &s.b, &st))
@@ -413,9 +414,10 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	*choice = cd[best];
 	snprintf(e.choice, sizeof(e.choice), "%s", cd[best].name);
 	models_text(cd, n, e.times, sizeof(e.times));
-	snprintf(why, wn, "auto: %s, measured the fastest for this job "
-		 "(predicted %s, from runs of %" PRId64 " x %" PRId64 " rows)",
-		 cd[best].name, words, s.nq, s.nb);
+	if (snprintf(why, wn, "auto: %s, measured the fastest for this job "
+		     "(predicted %s, from runs of %" PRId64 " x %" PRId64
+		     " rows)", cd[best].name, words, s.nq, s.nb) >= (int)wn)
+		why[wn - 1] = 0;
 	if (!path[0])
 		fprintf(stderr, "xjoin: warning: no place for the precision "
 			"cache (set HOME or XJOIN_CACHE_DIR); measured each "

@@ -165,6 +165,15 @@ static inline float lanes_key(xj_metric m, double s, double qq, double bb)
 
 /* ---- cpu_topk.c (shared) -------------------------------------------- */
 
+#define SCAN_W 32       /* scan block: elements tested before a branch */
+
+/* The first block start j >= from of g[0, n) holding an element <= t,
+ * or the start of the tail too short for a block: a hit lies in [j, j +
+ * SCAN_W). */
+int64_t cpu_scan_block(const float *g, float t, int64_t from, int64_t n);
+/* Bit w set when g[w] <= t, for a block of SCAN_W elements. */
+uint32_t cpu_scan_hits(const float *g, float t);
+
 /* The canonical accumulators of n <= MW pairs (query row at qx + qo[w],
  * base row at bx + bo[w]) in acc, one SIMD lane each, metric_key()'s
  * operations in index order (lanes_key finishes them); qo and bo hold MW

@@ -174,9 +174,31 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 	int64_t self = cfg->self ? c->qfirst + i - b->first_row : -1;
 	int64_t qo[MW], bo[MW], bj[MW], n = 0, d = cfg->d;
 
-	for (int64_t j = 0; j <= nb; j++) {
-		/* a batch of MW candidates, or the row's last ones */
-		if (n == MW || (j == nb && n > 0)) {
+	/* blocks of SCAN_W compared at once (few hold a candidate), their
+	 * hits gathered MW at a time and rescored in lanes */
+	for (int64_t j = 0; j < nb || n > 0; j += SCAN_W) {
+		uint32_t hits = 0;
+
+		j = j < nb ? cpu_scan_block(g, thr, j, nb) : nb;
+		if (j + SCAN_W <= nb)
+			hits = cpu_scan_hits(g + j, thr);
+		else
+			for (int64_t x = j; x < nb; x++)
+				hits |= (uint32_t)(g[x] <= thr) << (x - j);
+		while (hits || (j >= nb && n > 0)) {
+			if (hits) {
+				int64_t x = j + __builtin_ctz(hits);
+
+				hits &= hits - 1;
+				if (j0 + x == self)
+					continue;
+				qo[n] = i * d;
+				bo[n] = (j0 + x) * d;
+				bj[n++] = j0 + x;
+				if (n < MW)
+					continue;
+			}
+			/* a batch of MW candidates, or the row's last ones */
 			cpu_pairs_acc(cfg->metric, c->qx, qo, b->x, bo, n, d,
 				      acc);
 			for (int64_t l = 0; l < n; l++) {
@@ -189,11 +211,6 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 			}
 			n = 0;
 		}
-		if (j == nb || !(g[j] <= thr) || j0 + j == self)
-			continue;
-		qo[n] = i * d;
-		bo[n] = (j0 + j) * d;
-		bj[n++] = j0 + j;
 	}
 	return 1;
 }

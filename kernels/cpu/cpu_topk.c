@@ -101,8 +101,6 @@
 #include "../metric.h"
 #include "../topk.h"
 
-#define SCAN_W 32       /* scan block: elements tested before a branch */
-
 /* ---- rescoring lanes ----------------------------------------------- */
 
 /*
@@ -619,7 +617,7 @@ void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
  * the caller checks those elements one by one.
  */
 XJ_CLONES
-static int64_t scan_block(const float *g, float t, int64_t from, int64_t n)
+int64_t cpu_scan_block(const float *g, float t, int64_t from, int64_t n)
 {
 	int64_t j = from;
 
@@ -636,7 +634,7 @@ static int64_t scan_block(const float *g, float t, int64_t from, int64_t n)
 
 /* Bit w set when g[w] <= t, for a block of SCAN_W elements. */
 XJ_CLONES
-static uint32_t scan_hits(const float *g, float t)
+uint32_t cpu_scan_hits(const float *g, float t)
 {
 	uint32_t hits = 0;
 
@@ -726,10 +724,10 @@ void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		 * lowers thr, so set bits are tested again, clear ones never */
 		uint32_t hits;
 
-		j = scan_block(g, thr, j, nb);
+		j = cpu_scan_block(g, thr, j, nb);
 		if (j + SCAN_W > nb)
 			break;
-		for (hits = scan_hits(g + j, thr); hits; hits &= hits - 1) {
+		for (hits = cpu_scan_hits(g + j, thr); hits; hits &= hits - 1) {
 			int64_t w = j + __builtin_ctz(hits);
 
 			if (g[w] <= thr &&

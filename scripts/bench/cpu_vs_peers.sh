@@ -163,7 +163,8 @@ if [ ${#xjoin_flag[@]} -gt 0 ] && [ -n "$precisions" ]; then
 		isa=$(ONEDNN_VERBOSE=1 mpi_env mpirun -np 1 "$xjoin" topk \
 			-q "$work/isa-in.h5" -b "$work/isa-in.h5" -k 1 --device cpu \
 			--precision "$p" -o "$work/isa.h5" --force 2>&1 |
-			grep -o 'matmul,[^,]*' | sort -u | sed 's/matmul,//' | tr '\n' ' ')
+			grep -o 'matmul,[^,]*' | sort -u | sed 's/matmul,//' | tr '\n' ' ' ||
+			true)
 		note "xjoin --precision $p: oneDNN ${isa:-not used (BLAS sgemm)}"
 	done
 fi

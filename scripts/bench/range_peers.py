@@ -69,9 +69,9 @@ def faiss_range(q, b, t, metric, threads):
     import faiss
 
     faiss.omp_set_num_threads(threads)
-    if metric == "l2":
+    if metric in ("l2", "sqeuclidean"):
         index = faiss.IndexFlatL2(b.shape[1])
-        radius = t * t
+        radius = t * t if metric == "l2" else t
     else:
         q, b = q.copy(), b.copy()
         faiss.normalize_L2(q)
@@ -92,10 +92,14 @@ def sklearn_range(q, b, t, metric, threads):
     from sklearn.neighbors import NearestNeighbors
 
     nn = NearestNeighbors(algorithm="brute", n_jobs=threads,
-                          metric="euclidean" if metric == "l2" else "cosine")
+                          metric="cosine" if metric == "cosine" else
+                          "euclidean")
     nn.fit(b)
-    dist, idx = nn.radius_neighbors(q, radius=t, sort_results=True)
-    return [sort_row(i, d) for i, d in zip(idx, dist)]
+    # sqeuclidean: the Euclidean radius sqrt(t), distances squared back
+    sq = metric == "sqeuclidean"
+    dist, idx = nn.radius_neighbors(q, radius=np.sqrt(t) if sq else t,
+                                    sort_results=True)
+    return [sort_row(i, d * d if sq else d) for i, d in zip(idx, dist)]
 
 
 def run_peer(a):
@@ -135,7 +139,8 @@ def exact_sample(q, b, metric, count=128):
         return 1.0 - pick @ bb.T
     d2 = (pick ** 2).sum(1)[:, None] + (bb ** 2).sum(1)[None, :] - \
         2 * pick @ bb.T
-    return np.sqrt(np.maximum(d2, 0))
+    d2 = np.maximum(d2, 0)
+    return d2 if metric == "sqeuclidean" else np.sqrt(d2)
 
 
 class Bench:
@@ -225,17 +230,30 @@ def run_bench(a):
     with h5py.File(glove, "w") as f:
         f["train"] = tr.astype(np.float32)
         f["test"] = te.astype(np.float32)
-    import faiss
-    import sklearn
+    versions = subprocess.run(
+        [a.python, "-c", "import faiss, sklearn; "
+         "print('faiss %s, scikit-learn %s' % (faiss.__version__, "
+         "sklearn.__version__))"], check=True, capture_output=True,
+        text=True).stdout.strip()
     print("# range_vs_peers: %s, load %s; OPENBLAS_CORETYPE=%s; threads %d;"
           " best of %d" % (compare.cpu_model(), compare.loadavg(), os.environ.get("OPENBLAS_CORETYPE", "-"),
                      a.threads, a.reps))
-    print("# faiss %s, scikit-learn %s (%s)" % (
-        faiss.__version__, sklearn.__version__, a.python))
+    print("# %s (%s)" % (versions, a.python))
     print("# the machine is shared with other work: times are noisy")
+    clus = os.path.join(a.workdir, "clus-range-%d-%d.h5" % (a.queries,
+                                                            a.base))
+    if "clustered" in a.jobs and not os.path.exists(clus):
+        subprocess.run(["mpirun", "-np", "1", a.xjoin, "gen", "--rows",
+                        str(a.base), "--dim", "128", "--queries",
+                        str(a.queries), "--clusters", "100", "--seed", "1",
+                        "-o", clus, "--quiet"],
+                       check=True, env=b.env, stdout=subprocess.DEVNULL)
     results = []
-    for name, spec, metric in (("glove", glove, "cosine"),
-                               ("syn-128", syn, "l2")):
+    jobs = (("glove", glove, "cosine"), ("syn-128", syn, "l2"),
+            ("clustered", clus, "sqeuclidean"))
+    for name, spec, metric in jobs:
+        if name not in a.jobs:
+            continue
         for target in (10, 1000):
             r = b.job(name, spec + ":test", spec + ":train", metric, target)
             results.append(r)
@@ -270,7 +288,7 @@ def main(argv):
         s.add_argument("-b", "--base", required=True)
         s.add_argument("-t", "--threshold", type=float, required=True)
         s.add_argument("-m", "--metric", default="l2",
-                       choices=("l2", "cosine"))
+                       choices=("l2", "sqeuclidean", "cosine"))
         s.add_argument("-o", "--output", required=True)
         s.add_argument("--threads", type=int, default=2)
     g = sub.add_parser("bench")
@@ -283,6 +301,9 @@ def main(argv):
     g.add_argument("--threads", type=int, default=2)
     g.add_argument("--queries", type=int, default=1000)
     g.add_argument("--base", type=int, default=50000)
+    g.add_argument("--jobs", default="glove,syn-128",
+                   help="comma-separated: glove (cosine), syn-128 (l2), "
+                   "clustered (100 Gaussian blobs, sqeuclidean)")
     a = p.parse_args(argv)
     if a.tool == "bench":
         return run_bench(a)

@@ -6,11 +6,14 @@
 # Jobs (HDF5 in, CSR HDF5 out, best of REPS runs each, 2 threads):
 #   glove    GloVe 1,000 queries x 50,000 base x 100, cosine
 #   syn-128  synthetic Gaussian 1,000 x 50,000 x 128 (`xjoin gen`), l2
+#   clustered  100 Gaussian blobs (`xjoin gen --clusters 100`), sqeuclidean
+#            (--jobs clustered; sizes from --queries and --base)
 # each at a threshold giving about 10 and about 1,000 pairs per query, set
 # in a gap between pair values so that every tool must return the same
 # pair set (checked). Prints a table with ratios peer / xjoin.
 #
 # Usage: scripts/bench/range_vs_peers.sh [--reps N] [--queries N] [--base M]
+#                                        [--jobs glove,syn-128,clustered]
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench),
 #   GLOVE (../shared/data/glove-100d-100k.h5, else data/glove-demo.h5),
 #   PEER_PYTHON (the python running the peers: /usr/bin/python3, Debian's
