@@ -596,6 +596,12 @@ int h5in_open(const h5in_info *info, h5in **out, xj_status *st)
 	h->src = NULL;
 	h->nsrc = 0;
 	h->cur = -1;
+	if (info->mem) {      /* rows in memory: nothing to open */
+		h->info = *info;
+		h->wide_float = info->mem_type == H5IN_MEM_F64;
+		*out = h;
+		return XJ_OK;
+	}
 	/* probe again: the file may have changed since it was probed */
 	if (info->shards ?
 	    h5shards_probe(info->file, info->dset, info->shard_default, &now,
@@ -780,7 +786,9 @@ int h5in_read(h5in *h, int64_t row0, int64_t rows, float *out, xj_status *st)
 			       h ? (long long)h->info.rows : -1LL);
 	if (rows == 0)
 		return XJ_OK;
-	if (h->info.shards ?
+	if (h->info.mem)
+		h5in_mem_read(&h->info, row0, rows, out);
+	else if (h->info.shards ?
 	    h5in_read_shards(h, row0, rows, out, st) :
 	    h5in_read_slab(h->dset, h->info.file, h->info.dset, row0, rows,
 			   h->info.cols, out, st))

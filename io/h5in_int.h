@@ -54,4 +54,9 @@ int h5vds_check(hid_t dcpl, const hsize_t *dims, const char *file,
 int h5vds_sources(hid_t dset, const h5in_info *info, h5in_source **src,
 		  int64_t *count, xj_status *st);
 
+/* h5in_mem.c: rows [row0, row0 + rows) of an input in memory, as
+ * float32 into out (nothing copied when out is those very rows). */
+void h5in_mem_read(const h5in_info *info, int64_t row0, int64_t rows,
+		   float *out);
+
 #endif

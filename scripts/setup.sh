@@ -11,7 +11,8 @@ packages=(
 	libopenblas-dev libinih-dev libcunit1-dev
 	libdnnl-dev
 	python3-numpy python3-h5py
-	python3-scipy python3-matplotlib
+	python3-scipy python3-matplotlib python3-pytest
+	python3-setuptools python3-wheel python3-venv python3-pip
 	dataset-fashion-mnist
 	iproute2 nftables
 )

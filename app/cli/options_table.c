@@ -168,7 +168,9 @@ const struct opt options_table[] = {
 		  "of the command line wins, wherever -c stands" },
 	{ .name = "quiet", .kind = K_NOT_FLAG, .offset = AT(progress),
 	  .cmds = T | M | G | D | R, .group = GROUP_GENERAL,
-	  .help = "no progress lines on stderr" },
+	  .help = "nothing printed on success: no progress lines,\n"
+		  "job table, plan or report (warnings and errors\n"
+		  "still go to stderr; report files are written)" },
 	{ .name = "help", .short_name = 'h', .kind = K_HELP,
 	  .cmds = T | M | G | D | I | R, .group = GROUP_GENERAL,
 	  .help = "show this help and exit" },

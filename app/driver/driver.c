@@ -135,8 +135,18 @@ static void resident_start(xj_run *run)
 	int shared = resident_shared(run);
 	int64_t bytes = (run->pl.qblock_max +
 			 (shared ? 0 : run->pl.bshard_max)) * d * 4;
+	const float *mq = h5in_mem_rows(&run->qinfo);
+	const float *mb = h5in_mem_rows(&run->binfo);
 	int ok, all;
 
+	/* float32 rows in memory as the backend reads them (the in-process
+	 * API, one rank): used in place, no copy */
+	if (mq && mb && run->comm->nranks == 1) {
+		run->resq = (float *)mq + v->q0 * d;
+		run->resb = (float *)mb + v->b0 * d;
+		run->res_borrowed = 1;
+		return;
+	}
 	if (run->pl.peak_bytes + bytes > plan_usable_bytes(&run->pin))
 		return;
 	run->resq = malloc((size_t)(v->qrows * d + 1) * sizeof(float));
@@ -156,13 +166,14 @@ static void resident_start(xj_run *run)
 void driver_release(xj_run *run)
 {
 	driver_release_queries(run);
-	free(run->resb);
+	if (!run->res_borrowed)
+		free(run->resb);
 	run->resb = NULL;
 }
 
 void driver_release_queries(xj_run *run)
 {
-	if (run->resq != run->resb)
+	if (run->resq != run->resb && !run->res_borrowed)
 		free(run->resq);
 	run->resq = NULL;
 }

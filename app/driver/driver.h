@@ -74,6 +74,8 @@ typedef struct xj_run {
 	xj_report *rep;
 	xj_progress prog;
 	float *resq, *resb;     /* resident block and shard, or NULL */
+	int res_borrowed;       /* they are the caller's rows in memory
+				 * (h5in_mem_rows): never freed */
 	const struct xj_device_choice *dev;   /* backend and GPU (device.h) */
 } xj_run;
 

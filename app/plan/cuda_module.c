@@ -18,17 +18,25 @@ static int tried;
 static char load_why[WHY_MAX];
 
 #ifdef XJOIN_HAVE_CUDA
-/* The module's path: $XJOIN_CUDA_MODULE, else next to the binary. */
+/* The module's path: $XJOIN_CUDA_MODULE, else next to the binary, or
+ * next to libxjoin.so when that holds this code (the Python package). */
 static int module_path(char *path, size_t size)
 {
 	const char *env = getenv("XJOIN_CUDA_MODULE");
 	char exe[PATH_MAX];
+	Dl_info self;
 	ssize_t n;
 	char *slash;
 
 	if (env && env[0])
 		return snprintf(path, size, "%s", env) < (int)size ? 0 : -1;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (dladdr((void *)module_path, &self) && self.dli_fname &&
+	    strstr(self.dli_fname, "libxjoin.so")) {
+		snprintf(exe, sizeof(exe), "%s", self.dli_fname);
+		n = (ssize_t)strlen(exe);
+	} else {
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	}
 	if (n <= 0)
 		return -1;
 	exe[n] = '\0';

@@ -584,7 +584,7 @@ static void nccl_try(const xj_comm *c, const xj_device_choice *dev,
 	MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->world));
 	if (!all) {
 		share_why(c, ok, why, sizeof(why));
-		if (c->rank == 0 && why[0])
+		if (c->rank == 0 && why[0] && !comm_is_quiet())
 			fprintf(stderr, "xjoin: merging k-lists over MPI, not "
 				"NCCL: %s\n", why);
 		*opened = 0;

@@ -290,6 +290,12 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	gather_final(r, c, be, &f);
 	if (c->rank != 0)
 		return;
+	if (!job->progress) {     /* --quiet: the JSON only */
+		if (json_path && json_path[0])
+			write_json(json_path, job, p, be, &f, bytes, c->nranks);
+		free(bytes);
+		return;
+	}
 	printf("# results (the phases of the slowest rank, adding up to its "
 	       "total; FLOPs and bytes over all ranks)\n");
 	printf("| %-10s | %12s |\n", "phase", "seconds");

@@ -3,6 +3,7 @@
 #include "comm.h"
 
 #include <inttypes.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,10 +17,35 @@
 static char self_host[256] = "?";
 static int self_rank = -1;
 
+/* In-process (app/api): where xj_abort goes instead of MPI_Abort, and
+ * what it said. */
+static jmp_buf *lib_jump;
+static xj_status lib_status;
+
+void comm_library_mode(jmp_buf *jb)
+{
+	lib_jump = jb;
+}
+
+void comm_library_status(xj_status *st)
+{
+	*st = lib_status;
+}
+
 _Noreturn void xj_abort(int code, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (lib_jump) {
+		jmp_buf *jb = lib_jump;
+
+		lib_jump = NULL;
+		lib_status.code = code ? code : XJ_EXIT_INTERNAL;
+		va_start(ap, fmt);
+		vsnprintf(lib_status.msg, sizeof(lib_status.msg), fmt, ap);
+		va_end(ap);
+		longjmp(*jb, 1);
+	}
 	fprintf(stderr, "xjoin: fatal [%s rank %d]: ", self_host, self_rank);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -42,11 +68,23 @@ _Noreturn void comm_mpi_fatal(int rc, const char *what, const char *file,
 		 msg);
 }
 
+static int quiet;
+
+void comm_quiet(int q)
+{
+	quiet = q;
+}
+
+int comm_is_quiet(void)
+{
+	return quiet;
+}
+
 void xj_log0(const char *fmt, ...)
 {
 	va_list ap;
 
-	if (self_rank != 0)
+	if (self_rank != 0 || quiet)
 		return;
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
@@ -116,6 +154,11 @@ void comm_watch_signals(void)
 int comm_interrupted(void)
 {
 	return caught_signal;
+}
+
+void comm_signals_reset(void)
+{
+	caught_signal = 0;
 }
 
 int comm_agree(xj_comm *c, xj_status *st)

@@ -21,6 +21,7 @@
 #define XJ_COMM_H
 
 #include <mpi.h>
+#include <setjmp.h>
 #include <stdint.h>
 
 #include "../../config/status.h"
@@ -36,9 +37,15 @@ typedef struct xj_comm {
 	char host[256];
 } xj_comm;
 
-/* Fatal, unrecoverable: print and MPI_Abort(world, code). */
+/* Fatal, unrecoverable: print and MPI_Abort(world, code); in library
+ * mode (comm_library_mode) a longjmp to jb with the message kept for
+ * comm_library_status instead. */
 _Noreturn void xj_abort(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* In-process runs (app/api, one rank): xj_abort jumps to jb (NULL:
+ * aborts again), and the status it left. */
+void comm_library_mode(jmp_buf *jb);
+void comm_library_status(xj_status *st);
 
 /* Check an MPI call in app code: on failure print host, rank, file:line
  * and MPI's own error text, then abort. */
@@ -51,8 +58,12 @@ _Noreturn void xj_abort(int code, const char *fmt, ...)
 _Noreturn void comm_mpi_fatal(int rc, const char *what, const char *file,
 			      int line);
 
-/* printf on rank 0 only (stdout), flushed. */
+/* printf on rank 0 only (stdout), flushed; nothing when quiet. */
 void xj_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* --quiet: xj_log0 and the notes of comm_is_quiet's callers say nothing
+ * (warnings and errors still go to stderr). */
+void comm_quiet(int q);
+int comm_is_quiet(void);
 
 int comm_init(xj_comm *c, xj_status *st);
 /* Split world into grid rows of pc ranks (rank = row * pc + col). */
@@ -65,6 +76,8 @@ void comm_release(xj_comm *c);
 void comm_watch_signals(void);
 /* The signal caught so far, or 0. */
 int comm_interrupted(void);
+/* Forget a caught signal (an in-process caller's next run). */
+void comm_signals_reset(void);
 
 /* Collective over world: every rank learns whether any rank failed. On
  * failure all ranks return the same code and the message of the lowest

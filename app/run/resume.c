@@ -212,9 +212,9 @@ static int fill_input(resume_input *in, const h5in_info *info,
 {
 	char real[PATH_MAX + 1];
 
-	/* a pattern names no one file: it is recorded as given, and the
-	 * fingerprint covers every shard's rows */
-	if (info->shards && info->file[0] != '@')
+	/* a pattern names no one file (nor do rows in memory): it is
+	 * recorded as given, and the fingerprint covers every row */
+	if ((info->shards && info->file[0] != '@') || info->mem)
 		snprintf(real, sizeof(real), "%s", info->file);
 	else if (info->shards && realpath(info->file + 1, real + 1))
 		real[0] = '@';
