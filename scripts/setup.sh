@@ -14,7 +14,7 @@ packages=(
 	python3-scipy python3-matplotlib python3-pytest
 	python3-setuptools python3-wheel python3-venv python3-pip
 	dataset-fashion-mnist
-	iproute2 nftables
+	iproute2 nftables environment-modules
 )
 
 missing=()

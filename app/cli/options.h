@@ -6,7 +6,8 @@
  * argv and INI job files into an xj_job (options_parse.c) and --help
  * (options_help.c). Nothing here touches MPI, files or devices.
  *
- * defines: options_parse, options_set, options_help, options_version
+ * defines: options_parse, options_set, options_help, options_man,
+ *          options_version
  *
  * Usage: xjoin COMMAND [options]; COMMAND is topk, matrix, plan, gen.
  * `xjoin plan [topk|matrix|range] ...` prints the plan of that command (topk when
@@ -38,5 +39,8 @@ int options_set(xj_job *job, const char *name, const char *value,
 
 /* Print help for cmd (XJ_CMD_NONE: top level) from the option table. */
 void options_help(FILE *out, xj_command cmd);
+/* The manual page (man(7) troff), from the same table: every command,
+ * option, default, exit status and environment variable. */
+void options_man(FILE *out);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "options_int.h"
+#include "version.h"
 
 /* Why each exit code happens; the names come from xj_exit_name(). */
 static const struct {
@@ -239,4 +240,127 @@ void options_help(FILE *out, xj_command cmd)
 		fprintf(out,
 			"\nEvery option but config, help and version can stand in a\n"
 			"job file as `name = value` (flags: true or false).\n");
+}
+
+/* ---- the man page ------------------------------------------------------ */
+
+/* text with troff's specials escaped and '\n' (a help line's break)
+ * as a space. */
+static void man_text(FILE *out, const char *text)
+{
+	for (const char *p = text; *p; p++) {
+		if (*p == '\\')
+			fputs("\\e", out);
+		else if (*p == '-')
+			fputs("\\-", out);
+		else if (*p == '\n')
+			fputc(' ', out);
+		else if (*p == '`')
+			fputc('\'', out);
+		else if ((*p == '.' || *p == '\'') &&
+			 (p == text || p[-1] == '\n'))
+			fprintf(out, "\\&%c", *p);
+		else
+			fputc(*p, out);
+	}
+}
+
+static void man_commands_of(FILE *out, unsigned cmds)
+{
+	int first = 1;
+
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (cmds & (1u << options_commands[i].cmd)) {
+			fprintf(out, "%s%s", first ? "" : ", ",
+				options_commands[i].name);
+			first = 0;
+		}
+}
+
+static void man_group(FILE *out, enum opt_group group, const char *title)
+{
+	fprintf(out, ".SS %s\n", title);
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const struct opt *o = &options_table[i];
+
+		if (o->group != group)
+			continue;
+		fputs(".TP\n", out);
+		if (o->short_name)
+			fprintf(out, "\\fB\\-%c\\fR, ", o->short_name);
+		fprintf(out, "\\fB\\-\\-");
+		man_text(out, o->name);
+		fputs("\\fR", out);
+		if (o->metavar) {
+			fputs(" \\fI", out);
+			man_text(out, o->metavar);
+			fputs("\\fR", out);
+		}
+		fputc('\n', out);
+		man_text(out, o->help);
+		if (o->def) {
+			fputs(" [default: ", out);
+			man_text(out, o->def);
+			fputc(']', out);
+		}
+		fputs(" (", out);
+		man_commands_of(out, o->cmds);
+		fputs(")\n", out);
+	}
+}
+
+void options_man(FILE *out)
+{
+	fprintf(out, ".\\\" xjoin's manual page, written from its option table "
+		"(app/cli/options_table.c)\n.TH XJOIN 1 \"\" \"xjoin %s\" "
+		"\"User Commands\"\n", XJOIN_VERSION);
+	fputs(".SH NAME\nxjoin \\- exact top\\-k joins, range joins and "
+	      "distance matrices of dense vectors\n.SH SYNOPSIS\n", out);
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(out, ".B xjoin %s\n[\\fIoptions\\fR]\n.br\n",
+			options_commands[i].name);
+	fputs(".B xjoin\n\\-\\-help | \\-\\-version\n.SH DESCRIPTION\n", out);
+	fputs("Exact top\\-k joins, range joins and distance matrices between "
+	      "two sets of dense vectors stored in HDF5, on one CPU or many "
+	      "MPI ranks (mpirun, srun), with a GPU per rank where there are "
+	      "GPUs. Every reported value is rescored canonically in double "
+	      "precision, so results are the same bits whatever the rank "
+	      "count, chunking, device or candidate precision.\n"
+	      ".PP\nOptions come from the command line and from an INI job "
+	      "file (\\fB\\-c\\fR \\fIFILE\\fR) whose keys are the long "
+	      "option names; the command line wins over the file, the file "
+	      "over the defaults.\n.SH COMMANDS\n", out);
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		fprintf(out, ".TP\n.B %s\n", options_commands[i].name);
+		man_text(out, options_commands[i].summary);
+		fputc('\n', out);
+	}
+	fputs(".SH OPTIONS\n", out);
+	man_group(out, GROUP_JOB, "Job");
+	man_group(out, GROUP_RESOURCES, "Resources");
+	man_group(out, GROUP_GENERAL, "General");
+	fputs(".SH EXIT STATUS\n", out);
+	for (size_t i = 0; i < sizeof(exit_codes) / sizeof(exit_codes[0]);
+	     i++) {
+		fprintf(out, ".TP\n.B %d\n%s: ", exit_codes[i].code,
+			xj_exit_name(exit_codes[i].code));
+		man_text(out, exit_codes[i].why);
+		fputc('\n', out);
+	}
+	fputs(".SH ENVIRONMENT\n"
+	      ".TP\n.B XJOIN_CACHE_DIR\nwhere \\-\\-precision auto keeps its "
+	      "measurements (else $XDG_CACHE_HOME/xjoin, ~/.cache/xjoin)\n"
+	      ".TP\n.B XJOIN_CALIB_MIN_GFLOP\njobs below this many GFLOP "
+	      "take fp32 unmeasured\n"
+	      ".TP\n.B XJOIN_CUDA_MODULE\nthe CUDA backend module to load "
+	      "(else libxjoin_cuda.so next to the binary or in its ../lib)\n"
+	      ".TP\n.B XJ_CUDA_SELECT, XJ_CUDA_PASS_COLS, XJ_CUDA_PIPELINE, "
+	      "XJ_CUDA_SEED, XJ_CUDA_TIMING\nthe GPU top\\-k's A/B switches\n"
+	      ".TP\n.B XJ_NCCL, XJ_NCCL_LIBRARY, XJ_NCCL_TIMEOUT\nmerging "
+	      "over NCCL\n"
+	      ".TP\n.B XJ_MATRIX_OVERLAP, XJ_MATRIX_IO\nhow the matrix is "
+	      "written\n"
+	      ".SH SEE ALSO\n.BR xjoin\\-mpirun ,\n.BR mpirun (1),\n"
+	      ".BR h5dump (1);\nREADME.md and docs/ (installed in "
+	      "share/doc/xjoin)\n", out);
 }

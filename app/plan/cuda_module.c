@@ -18,8 +18,17 @@ static int tried;
 static char load_why[WHY_MAX];
 
 #ifdef XJOIN_HAVE_CUDA
-/* The module's path: $XJOIN_CUDA_MODULE, else next to the binary, or
- * next to libxjoin.so when that holds this code (the Python package). */
+/* The binary's folder to the installed libraries' (CMakeLists.txt sets
+ * it from the install layout, "../lib" by default): relative, so an
+ * installed tree still finds its module after it moved. */
+#ifndef XJOIN_BIN_TO_LIB
+#define XJOIN_BIN_TO_LIB "../lib"
+#endif
+
+/* The module's path: $XJOIN_CUDA_MODULE; else next to libxjoin.so when
+ * that holds this code (the Python package, an installed library); else
+ * next to the binary (the build tree), or in the installed tree's
+ * library folder. */
 static int module_path(char *path, size_t size)
 {
 	const char *env = getenv("XJOIN_CUDA_MODULE");
@@ -27,6 +36,7 @@ static int module_path(char *path, size_t size)
 	Dl_info self;
 	ssize_t n;
 	char *slash;
+	int lib = 0;
 
 	if (env && env[0])
 		return snprintf(path, size, "%s", env) < (int)size ? 0 : -1;
@@ -34,6 +44,7 @@ static int module_path(char *path, size_t size)
 	    strstr(self.dli_fname, "libxjoin.so")) {
 		snprintf(exe, sizeof(exe), "%s", self.dli_fname);
 		n = (ssize_t)strlen(exe);
+		lib = 1;
 	} else {
 		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	}
@@ -44,8 +55,12 @@ static int module_path(char *path, size_t size)
 	if (!slash)
 		return -1;
 	*slash = '\0';
-	return snprintf(path, size, "%s/" MODULE_NAME, exe) < (int)size ?
-	       0 : -1;
+	if (snprintf(path, size, "%s/" MODULE_NAME, exe) >= (int)size)
+		return -1;
+	if (lib || access(path, F_OK) == 0)
+		return 0;
+	return snprintf(path, size, "%s/" XJOIN_BIN_TO_LIB "/" MODULE_NAME,
+			exe) < (int)size ? 0 : -1;
 }
 
 /*

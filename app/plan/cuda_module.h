@@ -6,7 +6,10 @@
  * xjoin does not link CUDA. The first cuda_module_load checks for the
  * NVIDIA driver (libcuda.so.1) and then dlopens libxjoin_cuda.so
  * (kernels/cuda/module.h): from $XJOIN_CUDA_MODULE when set, else from
- * the folder of the running binary (/proc/self/exe). The module brings the
+ * the folder of libxjoin.so when that runs (the Python package), else
+ * from the running binary's folder (a build tree) or its installed
+ * library folder (bin/../lib, relative: a moved install still finds
+ * it). The module brings the
  * CUDA runtime and cuBLAS with it, so a machine without them (or without
  * a driver) never maps them and runs the CPU backend.
  */

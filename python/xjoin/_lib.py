@@ -1,7 +1,8 @@
 """ctypes bindings of libxjoin.so (app/api/xjoin_api.h).
 
-The library is the package's own copy (xjoin/lib/, put there when the
-package was built), else $XJOIN_LIBRARY. ctypes releases the GIL around
+The library is $XJOIN_LIBRARY when set (the xjoin module sets it to an
+installed libxjoin.so), else the package's own copy (xjoin/lib/, put
+there when the package was built). ctypes releases the GIL around
 every call, so other Python threads run while xjoin computes.
 """
 
@@ -15,7 +16,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ERR = 4096
 
 
-def _path():
+def library_path():
+    """The libxjoin.so this package loads."""
     env = os.environ.get("XJOIN_LIBRARY")
     if env:
         return env
@@ -23,7 +25,7 @@ def _path():
 
 
 def _load():
-    path = _path()
+    path = library_path()
     if not os.path.exists(path):
         raise ImportError("xjoin: no library at %s (build the package with "
                           "`pip install ./python`, or set XJOIN_LIBRARY)"

@@ -1112,6 +1112,48 @@ static void test_help_width(void)
 	}
 }
 
+/* The man page comes from the same table: every option, escaped for
+ * troff, with the exit codes and the version. */
+static void test_man_page(void)
+{
+	static const xj_command cmds[] = {
+		XJ_CMD_TOPK, XJ_CMD_MATRIX, XJ_CMD_RANGE, XJ_CMD_PLAN,
+		XJ_CMD_GEN, XJ_CMD_DEVICES, XJ_CMD_INSPECT,
+	};
+	char *buf = NULL, want[96];
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	options_man(out);
+	fclose(out);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\n.TH XJOIN 1 "));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf, XJOIN_VERSION));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf, ".SH EXIT STATUS"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(buf, "lost a rank"));
+	/* every option any command's --help shows */
+	for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+		const char *h = help_text(cmds[c]);
+
+		while ((h = strstr(h, "--"))) {
+			char *w = want;
+
+			w += sprintf(w, "\\fB\\-\\-");
+			for (h += 2; (*h >= 'a' && *h <= 'z') || *h == '-'; h++)
+				if (w < want + sizeof(want) - 4)
+					w += sprintf(w, *h == '-' ? "\\-" : "%c",
+						     *h);
+			CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+			if (!strstr(buf, want))
+				printf("\n  man page lacks %s\n", want);
+		}
+	}
+	/* no unescaped option dash reaches troff */
+	CU_ASSERT_PTR_NULL(strstr(buf, " --"));
+	free(buf);
+}
+
 static void test_help_top(void)
 {
 	static const char *const cmds[] = {
@@ -1322,6 +1364,7 @@ int main(void)
 		{ "help lists each option", test_help_options },
 		{ "top-level help", test_help_top },
 		{ "help fits 80 columns", test_help_width },
+		{ "man page", test_man_page },
 		{ "job_print table", test_job_print },
 		{ "metric names", test_metric_names },
 	};
