@@ -4,7 +4,7 @@
 # minutes of device time, the machine's start included), every step
 # bounded so that the logs always come back:
 #
-#   scripts/gpu-session.sh --bundle DIR --out DIR [--part check|bench|all]
+#   scripts/gpu-session.sh --bundle DIR --out DIR [--part check|bench|focus|all]
 #
 # --part check (the first call):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
@@ -20,7 +20,17 @@
 #   4. scripts/bench/gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32 and in
 #      its default (auto), PyTorch, CuPy, the SGEMM alone (each tool 60 s
 #      at most; 230 s in all)                   OUT/gpu-bench.log
-# --part all runs both (one call of about 10 minutes). Each part ends by
+# --part focus (one call of at most about 5 minutes, for a session's
+#   last device time, after a change to the selection):
+#   the backend contract (contract_cuda, test_cuda_backend) bit for bit,
+#   gpu_ab.sh --quick, cuBLAS's rate by GEMM shape (gpu_peers.py shapes),
+#   and the 1M x 1M job in fp32 and auto beside the SGEMM alone
+#                                               OUT/contract-*.log,
+#                                               OUT/gpu-ab.log,
+#                                               OUT/gemm-shapes.log,
+#                                               OUT/gpu-bench.log
+# --part all runs check and bench (one call of about 10 minutes). Each
+# part ends by
 # printing the lines that matter: `N passed, N failed`, the `time` lines
 # and the tables.
 #
@@ -47,15 +57,44 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$bundle" ] && [ -n "$out" ] ||
 	{ echo "gpu-session.sh: --bundle DIR and --out DIR are required" >&2; exit 2; }
-case $part in check|bench|all) ;; *)
-	echo "gpu-session.sh: --part check, bench or all" >&2; exit 2 ;; esac
+case $part in check|bench|all|focus) ;; *)
+	echo "gpu-session.sh: --part check, bench, focus or all" >&2; exit 2 ;; esac
 [ -d "$bundle" ] || tar xJf "$bundle.tar.xz" || exit 1
 mkdir -p "$out" || exit 1
 export PYTHONUNBUFFERED=1 PMIX_MCA_pcompress_base_silence_warning=1
 t0=$(date +%s)
 step() { echo "# --- $* ($(($(date +%s) - t0)) s)"; }
 
-if [ $part != bench ]; then
+if [ $part = focus ]; then
+	step "nvidia-smi"
+	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+	step "contract_cuda, test_cuda_backend"
+	for t in contract_cuda test_cuda_backend; do
+		( . "$bundle/env.sh" && timeout 80 "$bundle/bin/$t" ) \
+			>"$out/contract-$t.log" 2>&1
+		echo "$t exit $?"
+		grep -E '^ *(tests|asserts) ' "$out/contract-$t.log"
+	done
+	step "gpu_ab.sh --quick"
+	timeout 100 scripts/bench/gpu_ab.sh --bundle "$bundle" --quick \
+		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
+	echo "gpu_ab exit $?"
+	rm -f /tmp/xj-ab/*.h5
+	step "gemm shapes"
+	( . "$bundle/env.sh" && py=python3 &&
+	  { python3 -c 'import torch' 2>/dev/null || py=/opt/torch/.venv/bin/python3; } &&
+	  timeout 30 "$py" scripts/bench/gpu_peers.py shapes ) \
+		>"$out/gemm-shapes.log" 2>&1
+	echo "shapes exit $?"
+	step "gpu_vs_peers.sh (fp32, auto, sgemm)"
+	timeout 110 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
+		--peers sgemm --tool-timeout 40 --work /tmp/xj-gb \
+		>"$out/gpu-bench.log" 2>&1
+	echo "gpu_vs_peers exit $?"
+	rm -f /tmp/xj-gb/*.h5
+fi
+
+if [ $part = check ] || [ $part = all ]; then
 	step "nvidia-smi"
 	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 
@@ -72,7 +111,7 @@ if [ $part != bench ]; then
 	rm -f /tmp/xj-ab/*.h5
 fi
 
-if [ $part != check ]; then
+if [ $part = bench ] || [ $part = all ]; then
 	step "gpu_vs_peers.sh"
 	timeout 230 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
 		--tool-timeout 60 --work /tmp/xj-gb >"$out/gpu-bench.log" 2>&1
@@ -82,6 +121,7 @@ fi
 
 step "summary"
 grep -h -E '^(gpu:|driver|commit|[0-9]+ passed)|^FAIL' "$out/gpu-check.log" 2>/dev/null
+grep -h '^shape' "$out/gemm-shapes.log" 2>/dev/null
 grep -h -E '^(time|#? *[a-z]+ +[0-9.]+ +[0-9.]+|  [a-z]|# [a-z-]+ vs|# .* (stopped|failed)|# xjoin)' \
 	"$out/gpu-ab.log" "$out/gpu-bench.log" 2>/dev/null
 exit 0

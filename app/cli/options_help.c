@@ -355,7 +355,7 @@ void options_man(FILE *out)
 	      ".TP\n.B XJOIN_CUDA_MODULE\nthe CUDA backend module to load "
 	      "(else libxjoin_cuda.so next to the binary or in its ../lib)\n"
 	      ".TP\n.B XJ_CUDA_SELECT, XJ_CUDA_PASS_COLS, XJ_CUDA_PIPELINE, "
-	      "XJ_CUDA_SEED, XJ_CUDA_TIMING\nthe GPU top\\-k's A/B switches\n"
+	      "XJ_CUDA_SEED, XJ_CUDA_SCAN, XJ_CUDA_SYM, XJ_CUDA_TIMING\nthe GPU top\\-k's A/B switches\n"
 	      ".TP\n.B XJ_NCCL, XJ_NCCL_LIBRARY, XJ_NCCL_TIMEOUT\nmerging "
 	      "over NCCL\n"
 	      ".TP\n.B XJ_MATRIX_OVERLAP, XJ_MATRIX_IO\nhow the matrix is "

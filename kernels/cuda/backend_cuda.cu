@@ -187,6 +187,15 @@ static void work_free(cuda_backend *c)
 	c->ralloc = 0;
 }
 
+/* Candidate slots: a sub-tile's per tile row, a pass's for rowsel's
+ * pass-wide scan. */
+static int64_t cand_slots(const cuda_backend *c)
+{
+	return c->tune.rowsel && c->tune.whole ?
+	       mul_sat(XJ_CUDA_TQ, c->tune.pass_cols) :
+	       (int64_t)XJ_CUDA_TQ * XJ_CUDA_TB;
+}
+
 static int work_alloc(cuda_backend *c, xj_status *st)
 {
 	int64_t tile = (int64_t)XJ_CUDA_TQ * XJ_CUDA_TB;
@@ -205,7 +214,7 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 		return st->code;
 	if (k < 1)          /* a matrix-only backend */
 		return XJ_OK;
-	if (dev_alloc(&c->cand, tile, "candidate slots", st) ||
+	if (dev_alloc(&c->cand, cand_slots(c), "candidate slots", st) ||
 	    dev_alloc(&c->ncand, XJ_CUDA_TQ, "candidate counts", st) ||
 	    dev_alloc(&c->tkey, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
 	    dev_alloc(&c->tidx, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
@@ -252,7 +261,8 @@ static int env_int(const char *name, int64_t def, int64_t lo, int64_t hi,
 int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
-	int64_t pipe, cols, seed, timing;
+	const char *scan = getenv("XJ_CUDA_SCAN");
+	int64_t pipe, cols, seed, timing, sym;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -265,16 +275,25 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_PASS_COLS", 4 * XJ_CUDA_TB, XJ_CUDA_TB,
 		    64 * XJ_CUDA_TB, &cols, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
-	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st))
+	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
+	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st))
 		return st->code;
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",
 			       (long long)cols, XJ_CUDA_TB);
+	if (!scan || !*scan || !strcmp(scan, "pass"))
+		t->whole = 1;
+	else if (!strcmp(scan, "sub"))
+		t->whole = 0;
+	else
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_SCAN=%s: expected pass or sub", scan);
 	t->pipeline = (int)pipe;
 	t->pass_cols = cols;
 	t->seed = (int)seed;
 	t->timing = (int)timing;
+	t->sym = (int)sym;
 	return XJ_OK;
 }
 
@@ -560,12 +579,14 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 		free(c);
 		return st->code;
 	}
-	snprintf(c->detail, sizeof(c->detail), "%s%s, pass %lld%s%s%s",
+	snprintf(c->detail, sizeof(c->detail), "%s%s%s, pass %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
+		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
 		 (long long)(c->tune.rowsel ? c->tune.pass_cols : XJ_CUDA_TB),
 		 c->tune.rowsel && c->tune.pipeline ? ", pipelined" : "",
 		 c->tune.timing ? ", timed" : "",
+		 c->tune.sym ? ", block pairs" : "",
 		 cfg->k < 1 ? " (top-k only)" : "");
 	c->be.detail = c->detail;
 	c->lowp = cfg->precision == XJ_PREC_BF16 ||
@@ -629,9 +650,12 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 			tu.rowsel = 1;
 			tu.pipeline = 1;
 			tu.pass_cols = 4 * XJ_CUDA_TB;
+			tu.whole = 1;
 		}
 		/* candidate slots and counts, merge scratch, counters */
-		fixed += tile * 4 + XJ_CUDA_TQ * 4.0 + XJ_CUDA_TQ * k * 12 + 32;
+		fixed += (tu.rowsel && tu.whole ?
+			  XJ_CUDA_TQ * (double)tu.pass_cols : tile) * 4 +
+			 XJ_CUDA_TQ * 4.0 + XJ_CUDA_TQ * k * 12 + 32;
 		if (tu.rowsel)   /* the passes' tiles */
 			fixed += (tu.pipeline ? 2 : 1) * 4.0 * XJ_CUDA_TQ *
 				 (double)tu.pass_cols;

@@ -86,6 +86,16 @@
  *                previous pass's selection (default 1)
  *   XJ_CUDA_SEED=1|0             rowsel seeds a row's gate from its first
  *                sub-tile's k-th smallest GEMM value (default 1)
+ *   XJ_CUDA_SCAN=pass|sub        rowsel scans the rest of a pass in one
+ *                step once a row has its gate (pass, default), or a
+ *                sub-tile at a time (sub)
+ *   XJ_CUDA_SYM=0|1              a self-join on one rank scores each pair
+ *                of shared rows once, in 512 x 512 block pairs (1), or
+ *                takes the plain passes (0, default: on an H100 the
+ *                block pairs, a GEMM, a transpose and two launches each,
+ *                ran 3.9x slower than the plain job at 200,000 rows); a
+ *                self-join split across ranks (cfg->parts > 1) always
+ *                takes the block pairs
  *   XJ_CUDA_TIMING=1|0           events around every launch, summed per
  *                kernel class into be->ktime (default 1)
  * The lists are the same bits under every setting.
@@ -138,7 +148,8 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  (bf16/fp16) + 16 (norms) + 4/TB (sub-tile max)
  *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) + 16 (row
  *                  flags) and, for k >= 1, TQ x TB x 4 (candidate
- *                  slots) + TQ x 4 (counts) + TQ x k x 12 (merge
+ *                  slots; TQ x XJ_CUDA_PASS_COLS x 4 for rowsel's
+ *                  pass-wide scan) + TQ x 4 (counts) + TQ x k x 12 (merge
  *                  scratch) + 32 (counters), and then for rowsel TQ x
  *                  XJ_CUDA_PASS_COLS x 4 per pass tile (two with the
  *                  pipeline), for tile TQ x TB x 12 (sort keys, keys) +
@@ -265,6 +276,7 @@ typedef struct backend_cuda_host_pass {
 	float threshold_key;
 	int64_t tq, tb, pass_cols;
 	int seed;
+	int whole;              /* XJ_CUDA_SCAN=pass */
 } backend_cuda_host_pass;
 
 /* xjc_seed_gate (canonical.cuh): the gate of a row whose k eligible

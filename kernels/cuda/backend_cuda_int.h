@@ -86,6 +86,8 @@ typedef struct cuda_tuning {
 	int64_t pass_cols;      /* XJ_CUDA_PASS_COLS: base rows per pass,
 				 * a multiple of XJ_CUDA_TB */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
+	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
+	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
 	int timing;             /* XJ_CUDA_TIMING: events around kernels */
 } cuda_tuning;
 
@@ -200,7 +202,7 @@ typedef struct cuda_backend {
 
 	/* top-k's passes (topk_pass.cu) */
 	cuda_tuning tune;
-	char detail[96];        /* be.detail: the tuning in words */
+	char detail[128];        /* be.detail: the tuning in words */
 	cudaStream_t gstream;   /* the passes' GEMMs (tune.pipeline) */
 	cublasHandle_t gblas;   /* cuBLAS on gstream */
 	float *gp[2];           /* TQ x pass_cols: a pass's tile, in turn */

@@ -20,6 +20,13 @@
  *   scan     v_j = fn2_j + G[r][j] (l2 family; else G[r][j]); keep j when
  *            v_j <= T = xjc_scan_threshold(gate) and j is not the row
  *            itself: the kept columns go to the row's slots, in any order.
+ *            Once the row has its gate (seeded, from a full list or a
+ *            threshold) and a.whole is set (XJ_CUDA_SCAN=pass, the
+ *            default), the rest of the pass is scanned in one step, each
+ *            column under its sub-tile's T, with 16-byte loads: one chain
+ *            of barriers and one batch a pass instead of one a sub-tile
+ *            (the passes' cost was that chain's latency, 18-21 us a
+ *            sub-tile at 512 rows on an H100, not the bytes).
  *   batches  of RS_BATCH kept columns, each:
  *     rescore  a warp per candidate that still passes the scan under the
  *              row's current gate (a merge may have tightened it): the
@@ -66,6 +73,7 @@
 #define RS_WARPS (RS_THREADS / 32)
 #define RS_BATCH RS_THREADS    /* rank sort: one thread per survivor */
 #define RS_UNROLL 8            /* the scan's loads in flight a thread */
+#define RS_MAXSUB 80           /* sub-tiles one pass-wide scan covers */
 
 #ifdef __CUDA_ARCH__
 #define XJC_FADD(a, b) __fadd_rn((a), (b))
@@ -108,6 +116,7 @@ struct rowsel_args {
 	int *cand;               /* tile: cap slots per row, cap >= tb */
 	int64_t cap;
 	int seed;
+	int whole;               /* scan the rest of the pass in one step */
 	unsigned long long *stats;   /* [0] rescored, [1] undecided,
 				      * [2] sub-tiles seeded */
 };
@@ -120,6 +129,7 @@ struct rs_shared {
 	int64_t last_idx, na, keep, nout;
 	uint32_t want, prefix, mask;
 	int hist[256];
+	float tsub[RS_MAXSUB];   /* a pass-wide step's thresholds */
 	float skey[RS_BATCH], okey[RS_BATCH];
 	int scol[RS_BATCH], ocol[RS_BATCH];
 	unsigned long long rescored, undecided, seeded;
@@ -170,6 +180,38 @@ XJC_HD float rs_value(const rowsel_args &a, const float *grow, int c)
 	float g = grow[c];
 
 	return a.fn2 ? XJC_FADD(a.fn2[a.j0 + c], g) : g;
+}
+
+/* rs_value of columns c .. c + 3, read as one 16-byte load of G (and of
+ * fn2) on the device; the caller checks the alignment. */
+XJC_HD void rs_value4(const rowsel_args &a, const float *grow, int c,
+		      float v[4])
+{
+#ifdef __CUDA_ARCH__
+	float4 g = *reinterpret_cast<const float4 *>(grow + c);
+
+	if (a.fn2) {
+		float4 f = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
+
+		v[0] = __fadd_rn(f.x, g.x);
+		v[1] = __fadd_rn(f.y, g.y);
+		v[2] = __fadd_rn(f.z, g.z);
+		v[3] = __fadd_rn(f.w, g.w);
+	} else {
+		v[0] = g.x;
+		v[1] = g.y;
+		v[2] = g.z;
+		v[3] = g.w;
+	}
+#else
+	for (int e = 0; e < 4; e++)
+		v[e] = rs_value(a, grow, c + e);
+#endif
+}
+
+XJC_HD bool rs_aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
 }
 
 /* ---- the blocks ------------------------------------------------------- */
@@ -341,7 +383,9 @@ XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	});
 }
 
-/* Rescore, sort and merge candidates [b0, b1) of the row's slots. */
+/* Rescore, sort and merge candidates [b0, b1) of the row's slots, whose
+ * columns lie in a sub-tile of largest norm bmax (bmax < 0: in several,
+ * each candidate's threshold from its own). */
 #pragma nv_exec_check_disable
 template <class BLK>
 XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
@@ -361,7 +405,8 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 		sh.last_key = sh.full ? lk[a.k - 1] : 0.0f;
 		sh.last_idx = sh.full ? li[a.k - 1] : 0;
 		sh.gate = a.gate[r];
-		sh.thr2 = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
+		sh.thr2 = bmax < 0 ? 0.0f :
+			  xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
 					     a.qnorm[r], bmax, a.prec);
 		sh.ns = 0;
 	});
@@ -370,11 +415,16 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 			int c = slots[i];
 			int64_t j = a.j0 + c;
 			const float *b = a.bx + j * a.d;
+			float thr = bmax < 0 ?
+				    xjc_scan_threshold(a.m, a.d, sh.gate,
+						       a.qq[r], a.qnorm[r],
+						       a.submax[j / a.tb],
+						       a.prec) : sh.thr2;
 			rs_pair s;
 			float key;
 			int und;
 
-			if (!(rs_value(a, grow, c) <= sh.thr2))
+			if (!(rs_value(a, grow, c) <= thr))
 				continue;       /* the same for the whole warp */
 			s = lanes.sum([&](int l) {
 				return rs_lane_sum(a.m, q, b, a.d, l);
@@ -447,8 +497,108 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	});
 }
 
-/* Query row r of the tile against the pass's columns, sub-tile by
- * sub-tile. */
+/* Scan columns [c0, c1) of one sub-tile (largest norm bmax) into the
+ * row's slots under its threshold for the row's current gate. */
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_scan_sub(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
+			const float *grow, int *slots, int c0, int c1,
+			float bmax, int64_t self_col)
+{
+	blk.one([&] {
+		sh.thr = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
+					    a.qnorm[r], bmax, a.prec);
+		sh.n = 0;
+	});
+	blk.each([&](int t) {
+		float thr = sh.thr;
+
+		/* RS_UNROLL loads in flight before the compares */
+		for (int c = c0 + t; c < c1; c += RS_THREADS * RS_UNROLL) {
+			float v[RS_UNROLL];
+
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_UNROLL; u++) {
+				int cu = c + u * RS_THREADS;
+
+				v[u] = cu < c1 ? rs_value(a, grow, cu)
+					       : INFINITY;
+			}
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_UNROLL; u++) {
+				int cu = c + u * RS_THREADS;
+
+				if (v[u] <= thr && cu < c1 && cu != self_col)
+					slots[blk.add(&sh.n, 1)] = cu;
+			}
+		}
+	});
+}
+
+/* Scan columns [c0, c1) of sub-tiles jt, jt + 1, ... (at most RS_MAXSUB)
+ * into the row's slots in one step, each column under its sub-tile's
+ * threshold for the row's current gate; 16-byte loads where G's row and
+ * fn2 allow them. */
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
+			 int r, const float *grow, int *slots, int c0, int c1,
+			 int64_t jt, int64_t self_col)
+{
+	int nsub = (int)((a.j0 + c1 - 1) / a.tb - jt + 1);
+	int tb = (int)a.tb, e0 = (int)((jt + 1) * a.tb - a.j0);
+	bool vec = tb % 4 == 0 && rs_aligned16(grow + c0) &&
+		   (!a.fn2 || rs_aligned16(a.fn2 + a.j0 + c0));
+	int nv = vec ? (c1 - c0) / 4 : 0;
+
+	blk.each([&](int t) {
+		for (int s = t; s < nsub; s += RS_THREADS)
+			sh.tsub[s] = xjc_scan_threshold(a.m, a.d, sh.gate,
+							a.qq[r], a.qnorm[r],
+							a.submax[jt + s],
+							a.prec);
+		if (t == 0)
+			sh.n = 0;
+	});
+	blk.each([&](int t) {
+		/* groups of 4 columns, RS_UNROLL loads in flight; a group
+		 * never straddles sub-tiles (tb and its first column are
+		 * multiples of 4) */
+		for (int v = t; v < nv; v += RS_THREADS * RS_UNROLL) {
+			float x[RS_UNROLL][4];
+
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_UNROLL; u++) {
+				int vu = v + u * RS_THREADS;
+
+				if (vu < nv)
+					rs_value4(a, grow, c0 + 4 * vu, x[u]);
+			}
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_UNROLL; u++) {
+				int vu = v + u * RS_THREADS, c = c0 + 4 * vu;
+				float thr;
+
+				if (vu >= nv)
+					continue;
+				thr = sh.tsub[c < e0 ? 0 : 1 + (c - e0) / tb];
+				for (int e = 0; e < 4; e++)
+					if (x[u][e] <= thr && c + e != self_col)
+						slots[blk.add(&sh.n, 1)] = c + e;
+			}
+		}
+		for (int c = c0 + 4 * nv + t; c < c1; c += RS_THREADS) {
+			float thr = sh.tsub[c < e0 ? 0 : 1 + (c - e0) / tb];
+
+			if (rs_value(a, grow, c) <= thr && c != self_col)
+				slots[blk.add(&sh.n, 1)] = c;
+		}
+	});
+}
+
+/* Query row r of the tile against the pass's columns: a sub-tile at a
+ * time while the row's gate is being seeded (or a.whole is 0), then the
+ * rest of the pass in one step. */
 #pragma nv_exec_check_disable
 template <class BLK>
 XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
@@ -480,38 +630,20 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 			sh.prefix = 0;
 			sh.mask = 0;
 		});
-		if (sh.seed)
-			rs_seed(blk, sh, a, r, grow, c0, c1, self_col, bmax);
-		blk.one([&] {
-			sh.thr = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
-						    a.qnorm[r], bmax, a.prec);
-			sh.n = 0;
-		});
-		blk.each([&](int t) {
-			float thr = sh.thr;
+		if (a.whole && !sh.seed) {
+			int64_t lim = (jt + RS_MAXSUB) * a.tb - a.j0;
 
-			/* RS_UNROLL loads in flight before the compares */
-			for (int c = c0 + t; c < c1;
-			     c += RS_THREADS * RS_UNROLL) {
-				float v[RS_UNROLL];
-
-				RS_UNROLL_LOOP
-				for (int u = 0; u < RS_UNROLL; u++) {
-					int cu = c + u * RS_THREADS;
-
-					v[u] = cu < c1 ? rs_value(a, grow, cu)
-						       : INFINITY;
-				}
-				RS_UNROLL_LOOP
-				for (int u = 0; u < RS_UNROLL; u++) {
-					int cu = c + u * RS_THREADS;
-
-					if (v[u] <= thr && cu < c1 &&
-					    cu != self_col)
-						slots[blk.add(&sh.n, 1)] = cu;
-				}
-			}
-		});
+			c1 = lim < a.ncols ? (int)lim : a.ncols;
+			rs_scan_pass(blk, sh, a, r, grow, slots, c0, c1, jt,
+				     self_col);
+			bmax = -1.0f;
+		} else {
+			if (sh.seed)
+				rs_seed(blk, sh, a, r, grow, c0, c1, self_col,
+					bmax);
+			rs_scan_sub(blk, sh, a, r, grow, slots, c0, c1, bmax,
+				    self_col);
+		}
 		n = sh.n;
 		for (int b0 = 0; b0 < n; b0 += RS_BATCH)
 			rs_batch(blk, sh, a, r, grow, slots, b0,
@@ -541,6 +673,7 @@ rowsel_kernel(rowsel_args a)
 static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (tq < 0 || a.ncols < 0 || a.j0 < 0 || a.tb < 1 || a.cap < a.tb ||
+	    (a.whole && a.cap < a.ncols) ||
 	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",

@@ -731,6 +731,8 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 		return XJ_OK;
 	CUDA_CHECK(st, cudaSetDevice(c->device));
 	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
+	if (!c->tune.sym && g.parts == 1)
+		g.len = 0;      /* the plain passes (XJ_CUDA_SYM) */
 	c->pend_nb = 0;
 	if (cuda_base_load(c, b, &slot, st) ||
 	    (c->tune.rowsel && cuda_pass_chunk(c, st)) ||

@@ -136,7 +136,8 @@ static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
 	a.tkey = c->tkey;
 	a.tidx = c->tidx;
 	a.cand = c->cand;
-	a.cap = XJ_CUDA_TB;
+	a.whole = c->tune.whole;
+	a.cap = a.whole ? c->tune.pass_cols : XJ_CUDA_TB;
 	a.seed = c->tune.seed;
 	a.stats = c->stats;
 	return a;
@@ -288,6 +289,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 {
 	int64_t d = p->d, k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
 	int64_t nsub = nb / tb + 1;
+	int64_t cap = p->whole && p->pass_cols > tb ? p->pass_cols : tb;
 	double *qq = (double *)malloc(sizeof(double) * (size_t)(nq + 1));
 	double *bb = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
 	float *qf = (float *)malloc(sizeof(float) * (size_t)(nq + 1));
@@ -295,7 +297,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	float *fn2 = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
 	float *bn = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
 	float *submax = (float *)calloc((size_t)nsub, sizeof(float));
-	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * tb));
+	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * cap));
 	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
 	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
 					  (size_t)(p->tq * k));
@@ -307,7 +309,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 		goto done;
 	}
 	/* poison what the kernel must write before it reads */
-	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * tb));
+	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * cap));
 	memset(tkey, 0xa5, sizeof(float) * (size_t)(p->tq * k));
 	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
 	host_norms(p->q, nq, d, qq, qf, qn);
@@ -351,8 +353,9 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			a.tkey = tkey;
 			a.tidx = tidx;
 			a.cand = cand;
-			a.cap = tb;
+			a.cap = cap;
 			a.seed = p->seed;
+			a.whole = p->whole;
 			a.stats = stats;
 			rc = rowsel_host(a, tq, st);
 		}

@@ -12,17 +12,20 @@
 # switches of kernels/cuda/backend_cuda.h, one binary):
 #   tile-fp32          XJ_CUDA_SELECT=tile: the tile kernels (reference)
 #   rowsel-fp32        the default selection in fp32
+#   subscan-fp32, subscan-bf16   XJ_CUDA_SCAN=sub (a sub-tile at a time)
+#   rowsel-bf16, rowsel-auto
 #   nopipe-fp32        XJ_CUDA_PIPELINE=0
 #   pass4k-fp32, pass8k-fp32, pass32k-fp32   XJ_CUDA_PASS_COLS
 #   noseed-fp32        XJ_CUDA_SEED=0
 #   untimed-fp32       XJ_CUDA_TIMING=0 (what the events cost)
-#   rowsel-tf32, rowsel-bf16, tile-bf16, rowsel-auto
-#   k=1000: tile-fp32, rowsel-fp32, rowsel-bf16
-# then a self-join (one file on both sides) against the same rows as two
-# files with --self (the plain path, same output), and a range join at
-# about 10 and 1,000 pairs per query (thresholds from a top-k of the first
-# 1,000 queries) on the GPU and on the CPU (all cores). --quick keeps the
-# fp32 pair, bf16, k = 1000 and one range join.
+#   rowsel-tf32, tile-bf16, pass4k-bf16, pass32k-bf16
+#   k=1000: tile-fp32, rowsel-fp32, subscan-fp32, rowsel-bf16
+# then a self-join (one file on both sides: the default, and the block
+# pairs of XJ_CUDA_SYM=1) against the same rows as two files with --self
+# (the plain path, same output), and a range join at about 10 and 1,000
+# pairs per query (thresholds from a top-k of the first 1,000 queries) on
+# the GPU and on the CPU (all cores). --quick keeps the first six, k =
+# 1000 and the self-joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -115,7 +118,10 @@ PY
 job=(topk -q "$data" -b "$data" -m l2 --device $dev)
 run tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
+run subscan-fp32 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision fp32
 run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
+run subscan-bf16 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision bf16
+run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 if [ $quick = 0 ]; then
 	run nopipe-fp32 tile-fp32 XJ_CUDA_PIPELINE=0 -- "${job[@]}" -k 10 --precision fp32
 	run pass4k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision fp32
@@ -126,12 +132,12 @@ if [ $quick = 0 ]; then
 	run rowsel-tf32 tile-fp32 -- "${job[@]}" -k 10 --precision tf32
 	run tile-bf16 tile-fp32 XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision bf16
 	run pass4k-bf16 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision bf16
-	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
+	run pass32k-bf16 tile-fp32 XJ_CUDA_PASS_COLS=32768 -- "${job[@]}" -k 10 --precision bf16
 fi
 run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
-[ $quick = 0 ] &&
-	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
+run subscan-fp32-k1000 tile-fp32-k1000 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 1000 --precision fp32
+run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
 
 # a self-join against the same rows as two files (--self: the plain path)
 self_rows=$(( rows / 5 ))
@@ -143,6 +149,8 @@ run plain-self - -- topk -q "$sdata:/train" -b "$work/self-copy.h5:/train" \
 	--self -k 10 -m l2 --device $dev
 run self-join plain-self -- topk -q "$sdata:/train" -b "$sdata:/train" \
 	-k 10 -m l2 --device $dev
+run self-pairs plain-self XJ_CUDA_SYM=1 -- topk -q "$sdata:/train" \
+	-b "$sdata:/train" -k 10 -m l2 --device $dev
 
 # range joins at about 10 and 1,000 pairs per query, GPU against CPU
 rq=$(( queries / 5 ))
@@ -150,7 +158,7 @@ rdata=$work/range-$rq-$((rows / 10)).h5
 [ -f "$rdata" ] || "$xjoin" gen --rows $((rows / 10)) --queries $rq --dim 128 \
 	--clusters 100 --seed 11 -o "$rdata" --quiet
 for kk in 10 1000; do
-	[ $quick = 1 ] && [ $kk = 1000 ] && continue
+	[ $quick = 1 ] && continue
 	"$xjoin" topk -q "$rdata:/test" -b "$rdata" -k $kk -m sqeuclidean \
 		--device $dev -o "$work/thr$kk.h5" --force --quiet >/dev/null 2>&1
 	t=$("$py" -c 'import h5py, numpy, sys

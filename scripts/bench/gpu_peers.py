@@ -6,6 +6,7 @@ CuPy, and the SGEMM of its shape, on one GPU.
     gpu_peers.py cupy  -q FILE -b FILE -k K -o OUT.h5 [--chunk ROWS]
     gpu_peers.py sgemm -q FILE -b FILE [--chunk ROWS]
     gpu_peers.py agree A.h5 B.h5
+    gpu_peers.py shapes
 
 Every job is l2 in fp32 (TF32 off), HDF5 in and out through h5py, and
 prints one line `time <tool> total_s=.. compute_s=..`: total counts reading,
@@ -20,6 +21,8 @@ sgemm: torch.mm of each query chunk against the whole base into one
        reused buffer: the matrix products alone, the bound for both.
 agree: the share of rows whose neighbour sets are equal, and of neighbours
        found by both (float32 peers order ties and round differently).
+shapes: torch.mm's rate (cuBLAS) for the GEMM shapes an xjoin pass may
+       take, m x n x 128 in fp32 and bf16, one line each.
 """
 
 import argparse
@@ -104,6 +107,33 @@ def run_sgemm(a, q, b):
     return time.perf_counter() - t
 
 
+def shapes(d=128, reps=20):
+    """cuBLAS's rate for the GEMM shapes a pass may take (m query rows x
+    n base rows x d), through torch.mm, fp32 and bf16: which tile shape
+    runs near the card's rate."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    for dt in (torch.float32, torch.bfloat16):
+        for m, n in ((512, 16384), (512, 65536), (1024, 16384),
+                     (2048, 16384), (2048, 65536), (4096, 65536)):
+            a = torch.randn(m, d, device=dev).to(dt)
+            b = torch.randn(n, d, device=dev).to(dt)
+            out = torch.empty((m, n), device=dev, dtype=torch.float32)
+            if dt != torch.float32:
+                out = out.to(dt)
+            torch.mm(a, b.T, out=out)
+            sync_torch()
+            t = time.perf_counter()
+            for _ in range(reps):
+                torch.mm(a, b.T, out=out)
+            sync_torch()
+            s = (time.perf_counter() - t) / reps
+            print("shape %s m=%d n=%d d=%d us=%.1f TFLOP/s=%.1f" %
+                  (str(dt).split(".")[-1], m, n, d, s * 1e6,
+                   2.0 * m * n * d / s / 1e12))
+
+
 def agree(pa, pb):
     with h5py.File(pa, "r") as fa, h5py.File(pb, "r") as fb:
         na, nb = fa["neighbors"][...], fb["neighbors"][...]
@@ -122,12 +152,16 @@ def main(argv):
         s.add_argument("-k", type=int, default=10)
         s.add_argument("-o", "--output")
         s.add_argument("--chunk", type=int, default=2048)
+    sub.add_parser("shapes")
     g = sub.add_parser("agree")
     g.add_argument("a")
     g.add_argument("b")
     a = p.parse_args(argv)
     if a.tool == "agree":
         agree(a.a, a.b)
+        return 0
+    if a.tool == "shapes":
+        shapes()
         return 0
     t0 = time.perf_counter()
     q, b = read(a.query, "test"), read(a.base, "train")

@@ -13,6 +13,8 @@
 #   --precisions  xjoin's --precision values, each run and listed as
 #                 xjoin-P (default "fp32 auto": the float32 candidate GEMM,
 #                 and the default, what the card runs fastest)
+#   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
+#                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
 #   --tool-timeout S  stop any one tool after S seconds (it is then left out
 #                 of the table and said so), so a slow peer cannot take the
@@ -34,10 +36,12 @@ bundle=
 work=${TMPDIR:-/tmp}/xjoin-gpu-bench
 tool_timeout=0
 precisions="fp32 auto"
+peers="sgemm torch cupy"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) size=$2; shift 2 ;;
 	--precisions) precisions=$2; shift 2 ;;
+	--peers) peers=$2; shift 2 ;;
 	--bundle) bundle=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
 	--tool-timeout) tool_timeout=$2; shift 2 ;;
@@ -122,7 +126,7 @@ for p in $precisions; do
 done
 
 if [ -n "$py" ]; then
-	for tool in sgemm torch cupy; do
+	for tool in $peers; do
 		out=()
 		[ $tool != sgemm ] && out=(-o "$work/$tool.h5")
 		if timed "$tool" "$py" "$here/gpu_peers.py" "$tool" -q "$data" -b "$data" -k "$k" "${out[@]}"; then

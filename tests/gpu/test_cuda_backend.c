@@ -407,10 +407,17 @@ static void test_host_work_bytes(void)
 	 * merge scratch and the counters; the base rows' one maximum; and
 	 * by the selection (backend_cuda.h's variables): rowsel's two pass
 	 * tiles of 4 sub-tiles (one without the pipeline, wider passes
-	 * wider), or the tile kernels' sort keys, keys and counts */
+	 * wider) and its slots for a pass (a sub-tile's with
+	 * XJ_CUDA_SCAN=sub), or the tile kernels' sort keys, keys and
+	 * counts */
 	unsetenv("XJ_CUDA_SELECT");
 	unsetenv("XJ_CUDA_PIPELINE");
 	unsetenv("XJ_CUDA_PASS_COLS");
+	unsetenv("XJ_CUDA_SCAN");
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
+			tq * tb * 8 + 4 * tq * 4 * tb + 16 + 4 + tq * 4 +
+			tq * k * 12 + 32 + 2 * 4 * tq * 4 * tb);
+	setenv("XJ_CUDA_SCAN", "sub", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
 			2 * 4 * tq * 4 * tb);
@@ -419,6 +426,7 @@ static void test_host_work_bytes(void)
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
 			4 * tq * 16384);
+	unsetenv("XJ_CUDA_SCAN");
 	setenv("XJ_CUDA_SELECT", "tile", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12 + 32);

@@ -7,7 +7,7 @@
  * make them (gemm_emul.h: inputs rounded as cuBLAS or prep_lowp round
  * them, sums in order, toward zero, or in blocks), so the scan and the
  * seeded gate meet GEMM errors up to their bound. Cases: every metric;
- * seeded and not; k = 1 .. 300 (more than a sub-tile's columns too);
+ * seeded and not; both scans (a sub-tile at a time, a pass at once); k = 1 .. 300 (more than a sub-tile's columns too);
  * self-joins; thresholds that leave rows short of k; clustered rows with
  * exact duplicates (ties broken by index); rows far from the origin (the
  * l2 form's cancellation); GloVe rows; several chunks, query tiles,
@@ -168,7 +168,7 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
-static void run_case(const tcase *tc)
+static void run_case(const tcase *tc, int whole)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
 	float *centres = gauss_rows(7, d, 0, 1);
@@ -243,6 +243,7 @@ static void run_case(const tcase *tc)
 		p.tb = tc->tb;
 		p.pass_cols = tc->pass;
 		p.seed = tc->seed;
+		p.whole = whole;
 		xj_ok(&st);
 		CU_ASSERT_EQUAL_FATAL(backend_cuda_host_topk(&p, key, idx, count,
 							     gate, stats, &st),
@@ -276,8 +277,9 @@ static void run_case(const tcase *tc)
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
-	printf("\n  %-28s %6.1f rescored/query, %llu undecided, %llu seeded ",
-	       tc->name, (double)stats[0] / (double)nq, stats[1], stats[2]);
+	printf("\n  %-28s %-4s %6.1f rescored/query, %llu undecided, %llu seeded ",
+	       tc->name, whole ? "pass" : "sub", (double)stats[0] / (double)nq,
+	       stats[1], stats[2]);
 	rows_free(&Q);
 	rows_free(&B);
 	free(centres);
@@ -323,8 +325,10 @@ static const tcase cases[] = {
 
 static void test_cases(void)
 {
-	for (size_t i = 0; i < UNIT_COUNT(cases); i++)
-		run_case(&cases[i]);
+	/* both scans: a sub-tile at a time, and the rest of a pass at once */
+	for (int whole = 0; whole < 2; whole++)
+		for (size_t i = 0; i < UNIT_COUNT(cases); i++)
+			run_case(&cases[i], whole);
 }
 
 /* A first sub-tile seeded rescores about k candidates a row; unseeded,
@@ -354,7 +358,7 @@ static void test_seed_saves(void)
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed };
+					     nb, tc->seed, 0 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
