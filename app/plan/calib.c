@@ -14,10 +14,11 @@
 #include "cuda_module.h"
 
 /* Jobs below these GEMM FLOPs keep fp32 unmeasured: the measurement
- * (about 0.4 s on 2 cores) would cost more than it saves.
+ * (about 0.4 s on 2 cores; on a GPU three candidates of seven runs of
+ * up to 32,768 x 131,072 rows) would cost more than it saves.
  * XJOIN_CALIB_MIN_GFLOP sets another floor. */
 #define CALIB_MIN_FLOPS_CPU 50e9
-#define CALIB_MIN_FLOPS_GPU 1e12
+#define CALIB_MIN_FLOPS_GPU 1e13
 #define CALIB_MAX_CANDS 4
 
 /* A candidate and its cost model: a run of nq query rows against nb
@@ -276,15 +277,18 @@ static double predict(const cand *cd, const xj_job *job)
  * The sample's rows: 2q query and 2b base rows, the first of each input,
  * each at most half the job's. On a CPU q = 512 a thread, a whole query
  * tile for each (cpu_tile_rows: smaller tiles run the GEMM at another
- * rate than the job's), and b = 4,096; on a GPU q = 2,048 and b = 65,536;
- * b scaled by 128 / d. So the shapes' differences separate per-row from
- * per-pair costs while the runs together stay a small part (about 0.2 s
- * on 2 cores) of a job worth measuring.
+ * rate than the job's), and b = 4,096; on a GPU q = 16,384 and b =
+ * 65,536; b scaled by 128 / d. So the shapes' differences separate
+ * per-row from per-pair costs while the runs together stay a small part
+ * (about 0.2 s on 2 cores) of a job worth measuring. On a GPU the pairs'
+ * part of a run must outweigh its uploads and launches: with q = 2,048
+ * (until 2026-11-27) a run's pairs took 1 to 2 ms of about 20 on an
+ * H100, and auto chose fp32 for jobs bf16 ran 1.85x faster.
  */
 static void sample_shape(const xj_job *job, int gpu, int threads,
 			 int64_t *nq, int64_t *nb)
 {
-	int64_t q = gpu ? 2048 : 512 * (int64_t)(threads > 0 ? threads : 1);
+	int64_t q = gpu ? 16384 : 512 * (int64_t)(threads > 0 ? threads : 1);
 	int64_t b = (gpu ? 65536 : 4096) * 128 / (job->d > 16 ? job->d : 16);
 
 	if (b < 1024)

@@ -17,9 +17,9 @@
  * candidates weigh far more in it), so each candidate gets a model: a run
  * of nq x nb rows takes a nq + b nb + c nq nb seconds, fitted from runs
  * of (q, b), (2q, b) and (q, 2b) rows of the inputs' first rows (q = 512
- * a thread and b = 4,096 on a CPU, 2,048 and 65,536 on a GPU, at d = 128;
+ * a thread and b = 4,096 on a CPU, 16,384 and 65,536 on a GPU, at d = 128;
  * best of two after a warm-up run), and the model that predicts the job's n x m
- * fastest wins. Jobs under 50 GFLOP (CPU) or 1 TFLOP (GPU;
+ * fastest wins. Jobs under 50 GFLOP (CPU) or 10 TFLOP (GPU;
  * XJOIN_CALIB_MIN_GFLOP sets another floor) take fp32 unmeasured. Rank 0
  * measures and every rank takes its choice.
  *
