@@ -52,6 +52,7 @@ void job_defaults(xj_job *job)
 	job->device = XJ_DEVICE_AUTO;
 	job->gpu_mem_fraction = 0.8;
 	job->checkpoint_s = 60;
+	job->records = 1;
 	job->peer_timeout_s = 60;
 	job->progress = 1;
 	job->seed = 2026;
@@ -276,6 +277,11 @@ int job_check(const xj_job *job, xj_status *st)
 			return xj_fail(st, XJ_EXIT_USAGE, "--resume continues "
 				       "an interrupted run and --force starts "
 				       "over: give one of them");
+		if (job->resume && !job->records)
+			return xj_fail(st, XJ_EXIT_USAGE, "--resume continues "
+				       "from a progress record and "
+				       "--no-checkpoint keeps none: give one "
+				       "of them");
 		if (target == XJ_CMD_TOPK)
 			return check_topk(job, label, st);
 		if (target == XJ_CMD_RANGE)
@@ -598,8 +604,14 @@ static void table_fill(struct job_table *t, const xj_job *job, int nranks)
 		snprintf(table_add(t, "resume"), JOB_VALUE_MAX, "%s%s",
 			 yes_no(job->resume), job->resume ?
 			 " (continue from OUT.progress if there is one)" : "");
-		snprintf(table_add(t, "checkpoint every"), JOB_VALUE_MAX,
-			 "%" PRId64 " s", job->checkpoint_s);
+		if (job->records)
+			snprintf(table_add(t, "checkpoint every"),
+				 JOB_VALUE_MAX, "%" PRId64 " s",
+				 job->checkpoint_s);
+		else
+			snprintf(table_add(t, "checkpoint every"),
+				 JOB_VALUE_MAX, "never (an interrupted run "
+				 "starts over)");
 		table_peer_timeout(t, job, nranks);
 	}
 	if (job->report_json[0])

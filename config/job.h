@@ -83,6 +83,8 @@ typedef struct xj_job {
 	int force;                    /* overwrite an existing output */
 	int resume;                   /* continue an interrupted run */
 	int64_t checkpoint_s;         /* seconds between progress records */
+	int records;                  /* progress records at all (inputs
+				       * hashed); --no-checkpoint clears */
 	int64_t peer_timeout_s;       /* a silent rank is lost after this; 0: off */
 	int64_t max_pairs;            /* range: stop past this many pairs; 0: no cap */
 

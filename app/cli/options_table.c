@@ -109,6 +109,11 @@ const struct opt options_table[] = {
 		  "a top-k round too, and always when interrupted;\n"
 		  "0: after every query chunk",
 	  .def = "60" },
+	{ .name = "no-checkpoint", .kind = K_NOT_FLAG, .offset = AT(records),
+	  .cmds = T | M | R, .group = GROUP_RESOURCES,
+	  .help = "record no progress: an interrupted run keeps\n"
+		  "nothing and starts over, and the inputs are not\n"
+		  "hashed (short jobs; the Python package)" },
 	{ .name = "peer-timeout", .kind = K_INT64,
 	  .offset = AT(peer_timeout_s), .lo = 0, .hi = 86400,
 	  .cmds = T | M | R, .group = GROUP_RESOURCES, .metavar = "S",

@@ -37,8 +37,8 @@ static int read_rows(h5in *in, const h5in_info *info, xj_metric m,
 /* Read and check rows [row0, row0+rows) slab by slab: into keep (rows x
  * cols, the resident copy) when given, else through the slab buffer buf.
  * The rows inside [h0, h1), this rank's share, are hashed into *fp
- * (resume.h). On failure *first_bad is the start of the failing slab: the
- * smallest over the ranks holds the first bad row. */
+ * (resume.h; fp NULL: not hashed). On failure *first_bad is the start of
+ * the failing slab: the smallest over the ranks holds the first bad row. */
 static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 			  int64_t rows, int64_t slab, float *buf, float *keep,
 			  int64_t h0, int64_t h1, int64_t *first_bad,
@@ -61,7 +61,7 @@ static int validate_range(const h5in_info *info, xj_metric m, int64_t row0,
 			*first_bad = r;
 			break;
 		}
-		if (lo < hi)
+		if (lo < hi && fp)
 			*fp += resume_hash_rows(x + (lo - r) * d, hi - lo, d, lo);
 	}
 	h5in_close(in);
@@ -191,6 +191,9 @@ int driver_validate(xj_run *run, xj_status *st)
 	int64_t d = run->job->d, slab = run->pl.bchunk_rows, q0, qn, b0, bn;
 	int64_t bad;
 	uint64_t fp[2] = { 0, 0 };
+	/* without progress records (--no-checkpoint) nothing is hashed */
+	int rec = run->job->records;
+	uint64_t *fq = rec ? &fp[0] : NULL, *fb = rec ? &fp[1] : NULL;
 	xj_metric m = run->job->metric;
 	float *buf = NULL;
 	int res, one_pass;
@@ -214,25 +217,27 @@ int driver_validate(xj_run *run, xj_status *st)
 	driver_guard_input(run, &run->qinfo);
 	if (res)
 		validate_range(&run->qinfo, m, v->q0, v->qrows, slab, NULL,
-			       run->resq, q0, q0 + qn, &bad, &fp[0], st);
+			       run->resq, q0, q0 + qn, &bad, fq, st);
 	else if (buf)
 		validate_range(&run->qinfo, m, q0, qn, slab, buf, NULL, q0,
-			       q0 + qn, &bad, &fp[0], st);
+			       q0 + qn, &bad, fq, st);
 	guard_end();
 	if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st) &&
 	    one_pass) {
-		fingerprints(run, fp, 1, st);
+		if (rec)
+			fingerprints(run, fp, 1, st);
 	} else if (!st->code) {
 		driver_guard_input(run, &run->binfo);
 		if (res)
 			validate_range(&run->binfo, m, v->b0, v->brows, slab,
-				       NULL, run->resb, b0, b0 + bn, &bad,
-				       &fp[1], st);
+				       NULL, run->resb, b0, b0 + bn, &bad, fb,
+				       st);
 		else
 			validate_range(&run->binfo, m, b0, bn, slab, buf, NULL,
-				       b0, b0 + bn, &bad, &fp[1], st);
+				       b0, b0 + bn, &bad, fb, st);
 		guard_end();
-		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st))
+		if (!agree_first(run->comm, st->code ? bad : INT64_MAX, st) &&
+		    rec)
 			fingerprints(run, fp, 0, st);
 	}
 	free(buf);

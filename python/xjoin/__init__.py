@@ -127,7 +127,7 @@ def _common(metric, device, precision, threads):
         raise UsageError("metric %r: one of %s" % (metric, ", ".join(
             _METRICS)), 2)
     argv = ["-m", metric, "--device", device, "--precision", precision,
-            "--quiet", "--force", "--checkpoint-seconds", "0"]
+            "--quiet", "--force", "--no-checkpoint"]
     if threads:
         argv += ["--threads", str(int(threads))]
     return argv

@@ -1292,7 +1292,8 @@ def _sigterm_midway(ctx, nranks, argv, progress):
 def case_interrupt(ctx, ranks):
     """SIGTERM to every rank mid-run, as a batch system's cancel does:
     exit 5 within seconds, nothing at the output path, the partial file
-    and its progress record kept; --resume finishes it bit-identically."""
+    and its progress record kept; --resume finishes it bit-identically.
+    With --no-checkpoint nothing is kept at all."""
     f = ctx.path("big.h5")
     if not ctx.run_ok(1, ["gen", "--rows", 20000, "--dim", 32, "--queries",
                           3000, "--seed", 5, "-o", f], "gen input"):
@@ -1329,6 +1330,31 @@ def case_interrupt(ctx, ranks):
         ctx.check(not os.path.exists(out + ".partial") and
                   not os.path.exists(out + ".progress"),
                   "partial file or progress record left after resuming")
+    # --no-checkpoint: no record at all, so an interrupted run keeps
+    # nothing; a whole run gives the same bits; --resume is refused
+    nc = ctx.path("nc-out.h5")
+    argv = job + ["--chunk-rows", 30, "--no-checkpoint", "-o", nc]
+    p, kids = _start_and_wait(ctx, nranks, argv, nc + ".partial",
+                              ready=os.path.exists)
+    if not p:
+        return
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    rc, sout, serr, dt = _finish(ctx, p, "SIGTERM, --no-checkpoint")
+    ok = ctx.check(rc == 5, "SIGTERM, --no-checkpoint: exit %s, expected 5"
+                   % rc)
+    ok &= ctx.check(not any(os.path.exists(nc + x)
+                            for x in ("", ".partial", ".progress")),
+                    "SIGTERM, --no-checkpoint: a file left at the output")
+    if not ok:
+        _dump(sout, serr)
+    if ctx.run_ok(nranks, argv, "--no-checkpoint, whole run"):
+        ctx.check(_same_results(ref, nc) and
+                  not os.path.exists(nc + ".progress"),
+                  "--no-checkpoint: output differs or a record was left")
+    _check_refused(ctx, 1, job + ["--no-checkpoint", "--resume", "-o", nc],
+                   2, "--no-checkpoint keeps none", [nc],
+                   "--resume with --no-checkpoint")
 
 
 def _check_refused(ctx, nranks, argv, code, needle, kept, what):
