@@ -104,10 +104,9 @@ def main(argv):
     compute = xjrun.field(rep, "phase_seconds.compute") or float("nan")
     flops = xjrun.field(rep, "gemm_flops") or 0.0
     plain = 2.0 * a.rows * a.rows * a.dim
-    prec = [ln for ln in run.stdout.splitlines()
-            if ln.startswith("| precision")]
-    print("# %d x %d rows, k = %d: %s" % (a.rows, a.dim, a.k,
-                                          prec[0] if prec else "?"))
+    prec = rep.get("precision", "?")
+    print("# %d x %d rows, k = %d, candidates in %s" % (a.rows, a.dim, a.k,
+                                                        prec))
     print("wall %.1f s, compute %.1f s, peak RSS %.0f MiB" %
           (run.wall_s, compute, run.peak_mib or float("nan")))
     print("GEMM %.3g FLOP in the compute phase: %.0f GFLOP/s; a plain "
@@ -127,7 +126,7 @@ def main(argv):
         json.dump({"rows": a.rows, "dim": a.dim, "k": a.k,
                    "wall_s": run.wall_s, "compute_s": compute,
                    "peak_mib": run.peak_mib, "gemm_flops": flops,
-                   "precision": prec[0] if prec else None,
+                   "precision": prec,
                    "edges": int(g.nnz), "checked": checked,
                    "differing": bad}, f, indent=1)
     if a.check and bad:

@@ -5,7 +5,8 @@
                      [--workdir DIR] [--keep]
 
 Cases (3 nodes x 2 ranks unless said otherwise; mpirun runs on node 1,
-as inside an allocation, and reaches the others through the rsh agent):
+as inside an allocation, and reaches the others through the rsh agent;
+the faults case adds node 4, a login node that holds no rank):
 
   join    topk for every metric (l2 with a threshold, cosine --self) and
           the matrix: bit for bit equal to one rank on this machine;
@@ -18,8 +19,14 @@ as inside an allocation, and reaches the others through the rsh agent):
           --peer-timeout implies, one message names the lost rank and its
           node, nothing is at the output path, no MPI-IO lock file is
           left, and --resume once the node is back ends bit for bit
-          equal; (d) a slow, lossy link on node 2: the job completes, bit
-          for bit equal, without a loss reported
+          equal; (d) and (e): (a) and (b) with mpirun started through
+          scripts/xjoin-mpirun on the login node, which must end too
+          (Open MPI's mpirun alone waited there for node 2's daemon for
+          minutes); (f) node 2 out of memory (its ranks in a memory
+          cgroup that another process fills, where the machine has
+          cgroups: the OOM killer ends a rank): the same ending, the
+          message naming a rank of node 2; (g) a slow, lossy link on node
+          2: the job completes, bit for bit equal, without a loss reported
   slurm   a Slurm cluster with one slurmd per node: scripts/slurm/
           xjoin.sbatch through `sbatch -N 2` and `sbatch -N 3` (srun across
           the nodes) ends bit for bit equal to one rank; then a link cut
@@ -80,11 +87,18 @@ class Ctx:
                                       p.stderr[-2000:]))
         return p.returncode
 
-    def mpirun_argv(self, nodes, per_node, argv):
+    def mpirun_argv(self, nodes, per_node, argv, launch=None,
+                    wrapper=False):
+        """mpirun on node launch (default the first of nodes) with ranks
+        on nodes; through scripts/xjoin-mpirun when wrapper is set."""
         cl = self.cl
-        return (cl.enter(nodes[0]) +
-                [self.args.mpiexec, "--hostfile",
-                 cl.hostfile(per_node, nodes), "-np",
+        run = [self.args.mpiexec]
+        if wrapper:
+            run = ["env", "MPIRUN=" + self.args.mpiexec,
+                   os.path.join(self.args.source, "scripts", "xjoin-mpirun"),
+                   "--verbose"]
+        return (cl.enter(launch or nodes[0]) + run +
+                ["--hostfile", cl.hostfile(per_node, nodes), "-np",
                  str(per_node * len(nodes)), self.args.xjoin] +
                 [str(a) for a in argv])
 
@@ -240,8 +254,10 @@ def wait_all_gone(ctx, nodes, limit_s):
     return None
 
 
-def fault_run(ctx, name, inject, reachable, restore, message):
-    """Start the job, inject the fault once progress is recorded, check
+def fault_run(ctx, name, inject, reachable, restore, message, launch=1,
+              wrapper=False):
+    """Start the job (mpirun on node launch, through xjoin-mpirun when
+    wrapper is set), inject the fault once progress is recorded, check
     the end, restore, resume."""
     cl, ck = ctx.cl, ctx.ck
     g = data(ctx, "fault.h5", FAULT_JOB_ROWS, FAULT_JOB_QUERIES,
@@ -255,7 +271,8 @@ def fault_run(ctx, name, inject, reachable, restore, message):
         return
     out = ctx.path("fault-%s.h5" % name)
     log = open(ctx.path("fault-%s.log" % name), "w+")
-    proc = subprocess.Popen(ctx.mpirun_argv([1, 2, 3], 2, job + ["-o", out]),
+    proc = subprocess.Popen(ctx.mpirun_argv([1, 2, 3], 2, job + ["-o", out],
+                                            launch, wrapper),
                             env=cl.mpi_env(), stdout=log,
                             stderr=subprocess.STDOUT, text=True)
     if not ck.check(_wait_for(out + ".progress", 120, proc),
@@ -280,8 +297,11 @@ def fault_run(ctx, name, inject, reachable, restore, message):
     ok = ck.check(gone is not None and gone <= BOUND_S + SLACK_S,
                   "%s: processes left on reachable nodes after %.0f s: %s"
                   % (name, BOUND_S + SLACK_S, job_processes(ctx, reachable)))
-    if 1 in reachable:
+    if launch in reachable:
         ok &= ck.check(rc is not None, "%s: mpirun still running" % name)
+    if wrapper:   # what the job's launcher says (mpirun alone may say 137)
+        ok &= ck.check(rc in (None, 6), "%s: xjoin-mpirun exited %s, "
+                       "expected 6 (a rank lost)" % (name, rc))
     log.seek(0)
     text = log.read()
     note = ""
@@ -311,6 +331,88 @@ def fault_run(ctx, name, inject, reachable, restore, message):
     log.close()
 
 
+def memory_cgroup(name):
+    """A new memory cgroup under this process's own (cgroup v1's memory
+    controller, else v2), as (folder, limit file); None where the machine
+    has neither or will not make one."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrl, path = line.split(":", 2)
+        if "memory" in ctrl.split(","):
+            base, limit = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+            break
+    else:
+        path = next((ln.split(":", 2)[2] for ln in lines
+                     if ln.startswith("0::")), None)
+        base = "/sys/fs/cgroup"
+        if path is None or not os.path.exists(
+                os.path.join(base, "cgroup.controllers")):
+            return None
+        limit = "memory.max"
+    folder = os.path.join(base, path.lstrip("/"), name)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if not os.path.exists(os.path.join(folder, limit)):
+            os.rmdir(folder)
+            return None
+    except OSError:
+        return None
+    return folder, limit
+
+
+# Joins a memory cgroup (argv[1]: its cgroup.procs) and fills it a MiB at
+# a time: the cgroup's OOM killer then ends the task of the largest
+# resident set in it, a rank (whose libraries and rows outweigh this
+# small interpreter), and this one last.
+HOG = """
+import sys, time
+open(sys.argv[1], "w").write("0")
+keep = []
+for _ in range(512):
+    keep.append(bytearray(1 << 20))
+    time.sleep(0.005)
+time.sleep(600)
+"""
+
+
+def oom_fault(ctx):
+    """(inject, restore) that put node 2's ranks in a memory cgroup of 16
+    MiB with a process that fills it: the kernel's OOM killer ends a rank
+    of node 2 mid-run, as when another job on the node takes its memory.
+    None where the machine has no memory cgroup."""
+    cg = memory_cgroup("xjoin-oom-%d" % os.getpid())
+    if cg is None:
+        return None
+    folder, limit = cg
+    hog = []
+
+    def inject():
+        with open(os.path.join(folder, limit), "w") as f:
+            f.write(str(16 << 20))
+        for pid, name in ctx.cl.processes(2):
+            if name == "xjoin":
+                with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+        hog.append(subprocess.Popen([sys.executable, "-c", HOG,
+                                     os.path.join(folder, "cgroup.procs")]))
+
+    def restore():
+        for h in hog:
+            h.kill()
+            h.wait()
+        for _ in range(50):
+            try:
+                os.rmdir(folder)
+                return
+            except OSError:
+                time.sleep(0.1)
+    return inject, restore
+
+
 def case_faults(ctx):
     cl = ctx.cl
     host = cl.hostname
@@ -330,6 +432,23 @@ def case_faults(ctx):
               lambda: cl.link(1, True),
               r"lost a rank: rank 0 on %s .*noticed by rank 2 on %s"
               % (host(1), host(2)))
+    # mpirun on a login node (node 4, no rank), as a user starts a job
+    # outside an allocation: xjoin-mpirun's keepalive ends it too
+    fault_run(ctx, "login-link-cut", lambda: cl.link(2, False), [1, 3, 4],
+              lambda: cl.link(2, True),
+              r"lost a rank: rank [23] on %s .*noticed by rank 0 on %s"
+              % (host(2), host(1)), launch=4, wrapper=True)
+    fault_run(ctx, "login-node-killed", lambda: cl.kill_node(2), [1, 3, 4],
+              lambda: None, r"lost a rank: rank [23] on %s" % host(2),
+              launch=4, wrapper=True)
+    # node 2 out of memory: its ranks in a memory cgroup far below their
+    # needs; the job ends, naming the rank and its host
+    oom = oom_fault(ctx)
+    if oom is None:
+        say("node out of memory: skipped (no memory cgroup here)")
+    else:
+        fault_run(ctx, "node2-oom", oom[0], [1, 2, 3], oom[1],
+                  r"lost a rank: rank [23] on %s" % host(2))
     slow_link(ctx)
 
 
@@ -390,7 +509,8 @@ def main():
     cl = None
     error = None
     try:
-        cl = vcluster.Cluster.create(3, folder, watchdog_for=os.getpid())
+        cl = vcluster.Cluster.create(4 if args.case == "faults" else 3,
+                                     folder, watchdog_for=os.getpid())
         say("cluster %s: nodes %s on %s" % (cl.id, ", ".join(
             "%s %s" % (cl.hostname(i), cl.addr(i)) for i in cl.nodes),
             cl.subnet))
