@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../config/job.h"
+#include "../io/h5out.h"
 #include "cli/options.h"
 #include "driver/join.h"
 #include "inspect/inspect.h"
@@ -71,6 +73,9 @@ int main(int argc, char **argv)
 	int provided, action = OPTIONS_RUN, code, threads;
 
 	mpi_single_node_defaults();
+	/* a stop (TERM, USR1) that comes while MPI starts is one too: the
+	 * handlers go in before MPI_Init, and again after it */
+	comm_watch_signals();
 	if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) !=
 	    MPI_SUCCESS) {
 		fprintf(stderr, "xjoin: internal error: MPI_Init failed\n");
@@ -105,6 +110,13 @@ int main(int argc, char **argv)
 out:
 	watch_end(&c);
 	comm_release(&c);
+	if (h5out_unclean()) {
+		/* every rank failed the same collective close: end without
+		 * HDF5's clean-up in MPI_Finalize, which would crash */
+		fflush(stdout);
+		fflush(stderr);
+		_exit(code);
+	}
 	MPI_Finalize();
 	return code;
 }

@@ -1094,6 +1094,16 @@ int h5out_attr_f64(h5out *h, const char *name, double value, xj_status *st)
 
 /* Close datasets, then flush (MPI_File_sync: the data is on disk before
  * the rename makes it a result) and close the file. */
+/* An H5Fclose failed (after a flush that found the disk full, parallel
+ * HDF5 1.10 cannot close the file again): HDF5's own clean-up at
+ * MPI_Finalize would then crash on the half-closed file. */
+static int h5out_close_failed;
+
+int h5out_unclean(void)
+{
+	return h5out_close_failed;
+}
+
 static int h5out_close_all(h5out *h, int flush, xj_status *st)
 {
 	int i;
@@ -1119,9 +1129,12 @@ static int h5out_close_all(h5out *h, int flush, xj_status *st)
 	if (flush && !st->code)
 		H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st,
 		       XJ_EXIT_RESOURCE, "%s: flushing", h->partial);
-	if (H5Fclose(h->file) < 0 && !st->code)
-		h5check_fail(st, XJ_EXIT_RESOURCE, __FILE__, __LINE__,
-			     "%s: closing", h->partial);
+	if (H5Fclose(h->file) < 0) {
+		h5out_close_failed = 1;
+		if (!st->code)
+			h5check_fail(st, XJ_EXIT_RESOURCE, __FILE__, __LINE__,
+				     "%s: closing", h->partial);
+	}
 	h->file = H5I_INVALID_HID;
 	return st->code;
 }

@@ -35,6 +35,11 @@ typedef struct h5out h5out;
 /* "<path>.partial" into buf (size XJ_PATH_MAX + 16). */
 void h5out_partial_path(const char *path, char *buf, size_t size);
 
+/* 1 once closing an output failed (a flush that found the disk full):
+ * HDF5's clean-up at MPI_Finalize would crash on the half-closed file,
+ * so the program ends without it (app/main.c). */
+int h5out_unclean(void);
+
 /* Not collective. Remove the lock files Open MPI's MPI-IO leaves beside
  * "<path>.partial" ("<path>.partial-JOBID-PID.lock", made when the ranks
  * of a file span several nodes) after a process that held the file

@@ -107,23 +107,27 @@ static void lf_header_make(lf_header *h, int64_t k, int64_t rows,
 	h->generation = generation;
 }
 
-/* This rank's slab, keys then indices, in one collective write each. */
+/* This rank's slab, keys then indices, one independent write each (the
+ * ranks' slabs are contiguous and disjoint). Not collective: Open MPI's
+ * two-phase collective write returns on the rank whose pwrite failed
+ * (a full disk) while the others wait for it in its next cycle, and the
+ * job hung; the callers agree on the status after the sync. */
 static int lf_write_slab(MPI_File fh, const char *path, int64_t k,
 			 int64_t rows, int64_t at, int64_t n,
 			 const float *key, const int64_t *idx, xj_status *st)
 {
-	static const int64_t none[1];
 	int count = (int)(n * k), rc;
 
-	rc = MPI_File_write_at_all(fh, lf_keys_at(k, at),
-				   count ? (const void *)key : none, count,
-				   MPI_FLOAT, MPI_STATUS_IGNORE);
-	if (rc != MPI_SUCCESS && !st->code)
-		lf_fail(st, XJ_EXIT_RESOURCE, rc, "writing the keys", path);
-	rc = MPI_File_write_at_all(fh, lf_idx_at(k, rows, at),
-				   count ? (const void *)idx : none, count,
-				   MPI_INT64_T, MPI_STATUS_IGNORE);
-	if (rc != MPI_SUCCESS && !st->code)
+	if (st->code || count == 0)
+		return st->code;
+	rc = MPI_File_write_at(fh, lf_keys_at(k, at), key, count, MPI_FLOAT,
+			       MPI_STATUS_IGNORE);
+	if (rc != MPI_SUCCESS)
+		return lf_fail(st, XJ_EXIT_RESOURCE, rc, "writing the keys",
+			       path);
+	rc = MPI_File_write_at(fh, lf_idx_at(k, rows, at), idx, count,
+			       MPI_INT64_T, MPI_STATUS_IGNORE);
+	if (rc != MPI_SUCCESS)
 		lf_fail(st, XJ_EXIT_RESOURCE, rc, "writing the indices", path);
 	return st->code;
 }

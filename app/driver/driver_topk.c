@@ -490,6 +490,10 @@ int driver_topk(xj_run *run, xj_status *st)
 	    h5out_add_dataset(run->out, "distances", H5OUT_F32, run->job->n, k,
 			      0, &slot[1], st))
 		goto out;
+	/* each rank writes its rows of a round, contiguous: independent
+	 * transfers, as for the range join (driver_range.c: collective ones
+	 * hang when the disk fills) */
+	h5out_set_independent(run->out, 1);
 	snapshot_check(run, b.akey, b.aidx, run->pl.qchunk_rows /
 		       run->pl.pc + 1);
 	run->rep->units_total = topk_units(run);

@@ -73,18 +73,6 @@ def progress_rows(path):
         return 0
 
 
-def fill(folder, leave):
-    st = os.statvfs(folder)
-    want = max(0, st.f_bavail * st.f_frsize - leave)
-    chunk = b"\0" * (1 << 16)
-    with open(os.path.join(folder, "filler"), "wb", buffering=0) as fh:
-        try:
-            while want > 0:
-                want -= fh.write(chunk[:min(len(chunk), want)])
-        except OSError:
-            pass
-
-
 class Soak:
     def __init__(self, args, cl, ck, out_dir):
         self.args, self.cl, self.ck, self.out = args, cl, ck, out_dir
@@ -92,14 +80,14 @@ class Soak:
         self.rows = []
 
     def jobs(self):
-        g = cc.data(self.ctx, "soak.h5", 120000, 6000, 32, 17)
+        g = cc.data(self.ctx, "soak.h5", 120000, 12000, 32, 17)
         # the matrix's 2,000 x 12,000 floats (96 MB) fit the tmpfs
         m = cc.data(self.ctx, "soak-m.h5", 12000, 2000, 64, 19)
         common = ["--peer-timeout", PEER_S, "--checkpoint-seconds", 1]
         return {
             "topk": ["topk", "-q", g, "-b", g, "-k", 10, "--chunk-rows",
                      1500] + common,
-            "range": ["range", "-q", g, "-b", g, "-t", 2.2,
+            "range": ["range", "-q", g, "-b", g, "-t", 1.53,
                       "--chunk-rows", 1500] + common,
             "matrix": ["matrix", "-q", m + ":/test", "-b", m + ":/train",
                        "--chunk-rows", 250] + common,
@@ -135,7 +123,8 @@ class Soak:
 
     def round(self, rng, i, name, job, ref, t_clean):
         cl, ck = self.cl, self.ck
-        kind = KINDS[i % len(KINDS)] if i < len(KINDS) else rng.choice(KINDS)
+        kinds = self.args.kinds
+        kind = kinds[i % len(kinds)] if i < len(kinds) else rng.choice(kinds)
         share = rng.uniform(0.05, 1.1)
         leave = rng.choice((0, 64 << 10))
         if kind == "disk-full" and rng.random() < 0.4:
@@ -166,7 +155,7 @@ class Soak:
             elif kind == "usr1":
                 proc.send_signal(signal.SIGUSR1)
             else:
-                fill(self.out, leave)
+                tmpfs.fill(self.out, leave)
         gone = cc.wait_all_gone(self.ctx, cl.nodes, BOUND_S)
         try:
             rc = proc.wait(timeout=max(1, BOUND_S - (time.time() - t_fault)))
@@ -187,8 +176,8 @@ class Soak:
         want = (0,) if done_first else (EXPECT[kind], 0)
         ok &= ck.check(rc in want, "%s: mpirun exited %s, expected %s"
                        % (what, rc, want))
-        ok &= ck.check(after >= before, "%s: the record went back from %d "
-                       "to %d rows" % (what, before, after))
+        ok &= ck.check(rc == 0 or after >= before, "%s: the record went "
+                       "back from %d to %d rows" % (what, before, after))
         ok &= ck.check(rc == 0 or not os.path.exists(out),
                        "%s: an output at the path after exit %s" % (what, rc))
         if not ok:
@@ -200,6 +189,7 @@ class Soak:
             os.unlink(os.path.join(self.out, "filler"))
         for n in cl.nodes:
             cl.kill_node(n)
+        rc_fault = rc
         resumes = 0
         while rc != 0 and resumes < 4:
             resumes += 1
@@ -220,12 +210,14 @@ class Soak:
         for f in stray:
             os.unlink(os.path.join(self.out, f))
         say("%s: exit %s in %.1f s (%s), record %d -> %d rows, %d resumes, "
-            "%s" % (what, "done first" if done_first else rc, took, moment,
+            "%s" % (what, "done first" if done_first else rc_fault, took,
+                    moment,
                     before, after, resumes,
                     "same bits" if not wrong and rc == 0 else "WRONG"))
         self.rows.append(dict(job=name, kind=kind, moment=moment,
                               took=took, resumes=resumes,
-                              lost=max(0, before - after), wrong=wrong,
+                              lost=max(0, before - after) if rc_fault else 0,
+                              wrong=wrong,
                               leftovers=len(stray) + len(procs),
                               launch=launch))
 
@@ -263,10 +255,20 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--workdir", default=tempfile.gettempdir())
     ap.add_argument("--table", help="write the table (markdown) here")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="the faults drawn from (default all)")
+    ap.add_argument("--jobs", default="matrix,range,topk",
+                    help="the jobs drawn from (default all)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     args.xjoin = os.path.abspath(args.xjoin)
     args.source = os.path.abspath(args.source)
+    args.kinds = args.kinds.split(",")
+    args.jobs = args.jobs.split(",")
+    if not set(args.kinds) <= set(KINDS) or \
+       not set(args.jobs) <= {"matrix", "range", "topk"}:
+        ap.error("--kinds from %s, --jobs from matrix, range, topk"
+                 % ",".join(KINDS))
     seed = args.seed if args.seed is not None else int(time.time())
     try:
         vcluster.check_available()
@@ -294,8 +296,12 @@ def main():
         soak = Soak(args, cl, ck, out_dir)
         rng = random.Random(seed)
         jobs = soak.jobs()
+        jobs = {n: j for n, j in jobs.items() if n in args.jobs}
         refs = {n: soak.reference(n, j) for n, j in jobs.items()}
-        clean = {n: soak.timed_clean_run(n, j) for n, j in jobs.items()}
+        # twice: the first may measure --precision auto's models (cached
+        # then), which later runs skip
+        clean = {n: min(soak.timed_clean_run(n, j),
+                        soak.timed_clean_run(n, j)) for n, j in jobs.items()}
         say("uninterrupted on the cluster: %s" % ", ".join(
             "%s %.1f s" % kv for kv in clean.items()))
         names = sorted(jobs)

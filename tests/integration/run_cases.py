@@ -1934,20 +1934,6 @@ def _same_arrays(a, b):
 DISKFULL_BYTES = 32 << 20
 
 
-def _fill(folder, leave):
-    """Fill folder's file system up to `leave` bytes free."""
-    st = os.statvfs(folder)
-    want = max(0, st.f_bavail * st.f_frsize - leave)
-    chunk = b"\0" * (1 << 16)
-    # unbuffered: a buffered file would fail again when closed
-    with open(os.path.join(folder, "filler"), "wb", buffering=0) as fh:
-        try:
-            while want > 0:
-                want -= fh.write(chunk[:min(len(chunk), want)])
-        except OSError:
-            pass    # full: what leave=0 asks for
-
-
 def _diskfull_round(ctx, job, ref, mnt, leave, chunk_rows):
     """One run whose file system fills once progress is recorded."""
     out = os.path.join(mnt, "out.h5")
@@ -1960,7 +1946,7 @@ def _diskfull_round(ctx, job, ref, mnt, leave, chunk_rows):
     if not p:
         return
     try:
-        _fill(mnt, leave)
+        tmpfs.fill(mnt, leave)
     finally:    # the run ends (or is ended) whatever the fill did
         rc, sout, serr, _ = _finish(ctx, p, "filling the disk")
     if rc == 0:
