@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,29 @@ static void mpi_single_node_defaults(void)
 		return;
 	setenv("OMPI_MCA_pml", "ob1", 0);
 	setenv("OMPI_MCA_btl", "self,vader", 0);
+}
+
+static volatile sig_atomic_t exit_code;
+
+static void finalize_timeout(int sig)
+{
+	(void)sig;
+	_exit(exit_code);
+}
+
+/* MPI_Finalize waits for the other ranks; on a node whose link was cut
+ * after the job's last write nobody answers and the heartbeats have
+ * ended: a rank there leaves after --peer-timeout + 10 s with its code. */
+static void finalize_bounded(const xj_job *job, int code)
+{
+	exit_code = code;
+	if (job->peer_timeout_s > 0) {
+		signal(SIGALRM, finalize_timeout);
+		alarm((unsigned)(job->peer_timeout_s < 3600 ?
+				 job->peer_timeout_s + 10 : 3610));
+	}
+	MPI_Finalize();
+	alarm(0);
 }
 
 int main(int argc, char **argv)
@@ -117,6 +141,6 @@ out:
 		fflush(stderr);
 		_exit(code);
 	}
-	MPI_Finalize();
+	finalize_bounded(&job, code);
 	return code;
 }

@@ -64,10 +64,23 @@ struct h5out {
 	void *stage;             /* one aligned chunk for the direct writes */
 	int64_t direct_bytes;    /* the slabs' bytes written so */
 	int direct_refused;      /* a pwrite failed with EINVAL: HDF5's */
+	int io_failed;           /* an agreed resource error (a full disk):
+				  * HDF5's collective close may then wait
+				  * forever for the rank whose write failed */
 	char name[H5OUT_SLOTS][XJ_NAME_MAX];
 	char path[XJ_PATH_MAX];
 	char partial[XJ_PATH_MAX + 16];
 };
+
+/* An H5Fclose failed (after a flush that found the disk full, parallel
+ * HDF5 1.10 cannot close the file again): HDF5's own clean-up at
+ * MPI_Finalize would then crash on the half-closed file. */
+static int h5out_close_failed;
+
+int h5out_unclean(void)
+{
+	return h5out_close_failed;
+}
 
 void h5out_partial_path(const char *path, char *buf, size_t size)
 {
@@ -101,9 +114,30 @@ static int h5out_agree_on(MPI_Comm comm, int rank, int nranks,
 	return st->code;
 }
 
-static int h5out_agree(const h5out *h, xj_status *st)
+static int h5out_agree(h5out *h, xj_status *st)
 {
-	return h5out_agree_on(h->comm, h->rank, h->nranks, h->partial, st);
+	int rc = h5out_agree_on(h->comm, h->rank, h->nranks, h->partial, st);
+
+	if (rc == XJ_EXIT_RESOURCE)
+		h->io_failed = 1;    /* the same on every rank */
+	return rc;
+}
+
+/* After a failed write the file is left as the last flush made it, not
+ * closed: parallel HDF5's close flushes again, and on a full disk the
+ * rank whose write fails leaves the others waiting in a collective call
+ * (measured: a range join across 3 nodes never ended). The program then
+ * ends without HDF5's clean-up (h5out_unclean). */
+static int h5out_leave_open(h5out *h)
+{
+	if (!h->io_failed || h->file < 0)
+		return 0;
+	if (h->dfd >= 0) {
+		close(h->dfd);
+		h->dfd = -1;
+	}
+	h5out_close_failed = 1;
+	return 1;
 }
 
 /* Rank 0's checks before anything is created. */
@@ -1094,16 +1128,6 @@ int h5out_attr_f64(h5out *h, const char *name, double value, xj_status *st)
 
 /* Close datasets, then flush (MPI_File_sync: the data is on disk before
  * the rename makes it a result) and close the file. */
-/* An H5Fclose failed (after a flush that found the disk full, parallel
- * HDF5 1.10 cannot close the file again): HDF5's own clean-up at
- * MPI_Finalize would then crash on the half-closed file. */
-static int h5out_close_failed;
-
-int h5out_unclean(void)
-{
-	return h5out_close_failed;
-}
-
 static int h5out_close_all(h5out *h, int flush, xj_status *st)
 {
 	int i;
@@ -1159,7 +1183,13 @@ static int h5out_rename(const h5out *h, xj_status *st)
 int h5out_finish(h5out *h, xj_status *st)
 {
 	xj_ok(st);
-	h5out_close_all(h, 1, st);
+	/* flushed first, agreed: a failure leaves the file unclosed */
+	if (h->file >= 0 && !h5out_agree(h, st) &&
+	    H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
+		   "%s: flushing", h->partial))
+		h5out_room_hint(h, 0, st);
+	if (!h5out_agree(h, st) || !h5out_leave_open(h))
+		h5out_close_all(h, 1, st);
 	if (h5out_agree(h, st)) {
 		/* the file may be incomplete: it must not linger */
 		if (h->rank == 0)
@@ -1182,8 +1212,10 @@ int h5out_suspend(h5out *h, xj_status *st)
 	xj_ok(st);
 	if (!h)
 		return XJ_OK;
-	h5out_close_all(h, 1, st);
-	h5out_agree(h, st);
+	if (!h5out_leave_open(h)) {
+		h5out_close_all(h, 1, st);
+		h5out_agree(h, st);
+	}
 	MPI_Comm_free(&h->comm);
 	free(h);
 	return st->code;

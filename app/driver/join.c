@@ -658,8 +658,12 @@ int join_run(xj_job *job, xj_comm *c, int threads, xj_status *st)
 fail:
 	if (!progress_keep(&run, st)) {
 		h5out_abort(run.out);
-		/* no record names them */
-		if (c->rank == 0 && run.prog.lists_written)
+		/* a record whose partial file is gone (the final write
+		 * failed and finish removed it) is of no use, nor are lists
+		 * no record names */
+		if (c->rank == 0 && run.prog.saved)
+			unlink(run.prog.path);
+		if (c->rank == 0 && (run.prog.saved || run.prog.lists_written))
 			snapshot_remove(&run.prog);
 	}
 	if (run.be)

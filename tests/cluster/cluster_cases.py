@@ -237,7 +237,7 @@ def _wait_for(path, timeout, proc):
 
 # --- case faults -----------------------------------------------------------
 
-FAULT_JOB_ROWS, FAULT_JOB_QUERIES, FAULT_JOB_DIM = 150000, 6000, 32
+FAULT_JOB_ROWS, FAULT_JOB_QUERIES, FAULT_JOB_DIM = 150000, 12000, 32
 
 
 def job_processes(ctx, nodes):
