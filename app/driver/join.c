@@ -364,6 +364,15 @@ static int progress_keep(xj_run *run, xj_status *st)
 		driver_checkpoint(run, 1, &ck);
 	if (!p->saved)
 		return 0;
+	if (p->saved_rows == 0 && p->saved_held == 0 && !p->resuming) {
+		/* stopped before any row was done: a record of nothing is of
+		 * no use, and its partial file may not hold the datasets yet
+		 * (a stop while the job started); the next run starts fresh */
+		if (run->comm->rank == 0)
+			unlink(p->path);
+		p->saved = 0;
+		return 0;
+	}
 	xj_ok(&ck);
 	h5out_suspend(run->out, &ck);
 	/* the agreed message names the signal; add what was kept (the
