@@ -643,8 +643,10 @@ def case_requeue(args, cl, ck):
     # The reference runs with the planner's chunks (results do not depend
     # on chunking); the Slurm job records progress after every chunk. Its
     # work (about 80 s on 2 idle cores) must outlast Slurm's first warning,
-    # which comes 15 to 45 s into a run.
-    job = ["topk", "-q", data, "-b", data, "-k", 10]
+    # which comes 15 to 45 s into a run: fp32 candidates (the default,
+    # auto, picks faster ones that ended the job before the warning; the
+    # bits are the same)
+    job = ["topk", "-q", data, "-b", data, "-k", 10, "--precision", "fp32"]
     slurm_job = job + ["--chunk-rows", CHUNK_ROWS,
                        "--checkpoint-seconds", 0]
     direct = cl.path("direct.h5")
