@@ -72,9 +72,10 @@ struct h5out {
 	char partial[XJ_PATH_MAX + 16];
 };
 
-/* An H5Fclose failed (after a flush that found the disk full, parallel
- * HDF5 1.10 cannot close the file again): HDF5's own clean-up at
- * MPI_Finalize would then crash on the half-closed file. */
+/* A file was left unclosed (h5out_leave_open) or its H5Fclose failed
+ * (after a flush that found the disk full, parallel HDF5 1.10 cannot
+ * close it again): HDF5's own clean-up at MPI_Finalize would then crash
+ * on the half-closed file. */
 static int h5out_close_failed;
 
 int h5out_unclean(void)
@@ -1184,7 +1185,7 @@ int h5out_finish(h5out *h, xj_status *st)
 {
 	xj_ok(st);
 	/* flushed first, agreed: a failure leaves the file unclosed */
-	if (h->file >= 0 && !h5out_agree(h, st) &&
+	if (h->file >= 0 &&
 	    H5_TRY(H5Fflush(h->file, H5F_SCOPE_GLOBAL), st, XJ_EXIT_RESOURCE,
 		   "%s: flushing", h->partial))
 		h5out_room_hint(h, 0, st);
