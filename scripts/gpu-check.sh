@@ -3,7 +3,11 @@
 # tests, then GPU against CPU output, bit for bit, on real data.
 #
 #   scripts/gpu-check.sh [--bundle DIR] [--work DIR] [--quick] [--plumbing]
+#                        [--sections LIST]
 #
+# --sections 1,3,... runs only those numbered sections (below; default
+# all), so that several instances, each with its own --work, can share
+# one GPU at once (scripts/gpu-session.sh runs four).
 # --plumbing runs every comparison with --device cpu in place of gpu, to test
 # this script itself on a machine without a GPU (its PASSes prove nothing of
 # the GPU).
@@ -63,12 +67,14 @@ bundle=
 work=${TMPDIR:-/tmp}/xjoin-gpu-check
 quick=0
 plumbing=0
+sections=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--bundle) bundle="$2"; shift 2 ;;
 	--work) work="$2"; shift 2 ;;
 	--quick) quick=1; shift ;;
 	--plumbing) plumbing=1; shift ;;
+	--sections) sections=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;/^set -u/d'; exit 0 ;;
 	*) echo "gpu-check.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
@@ -169,6 +175,8 @@ for p in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
 done
 
 # --- bookkeeping ----------------------------------------------------------------
+# want N: section N is to run (--sections)
+want() { [ -z "$sections" ] || [[ ",$sections," == *",$1,"* ]]; }
 n_pass=0
 n_fail=0
 n_skip=0
@@ -241,6 +249,7 @@ check() {
 }
 
 # --- 1. the CUDA backend's own tests -------------------------------------------
+want 1 &&
 for t in contract_cuda test_cuda_backend test_cuda_precision test_nccl_transport; do
 	prog=
 	for dir in $test_dir; do
@@ -272,6 +281,7 @@ ks="10 100"
 
 sets=("demo:$demo")
 [ -n "$big" ] && sets+=("glove100k:$big") && echo "# glove100k: $big"
+want 2 &&
 for s in "${sets[@]}"; do
 	name=${s%%:*}
 	file=${s#*:}
@@ -282,7 +292,7 @@ for s in "${sets[@]}"; do
 		done
 	done
 done
-[ -z "$big" ] && result SKIP "topk glove100k" "glove-100d-100k.h5 not found in ${big_candidates[*]}"
+want 2 && [ -z "$big" ] && result SKIP "topk glove100k" "glove-100d-100k.h5 not found in ${big_candidates[*]}"
 
 # matrix: glove-demo whole, and a slice of glove-100k (the whole matrix is
 # 400 MB)
@@ -331,6 +341,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f["train"] = b
 PY
 fi
+want 2 &&
 for m in $metrics; do
 	check "matrix demo $m" "matrix-demo-$m" \
 		matrix -q "$demo" -b "$demo" -m "$m" -- --device gpu
@@ -343,7 +354,7 @@ for m in $metrics; do
 			matrix -q "$adv" -b "$adv" -m "$m" -- --device gpu
 	fi
 done
-[ -z "$adv" ] && result SKIP "matrix adversarial" "no python3 with h5py and numpy"
+want 2 && [ -z "$adv" ] && result SKIP "matrix adversarial" "no python3 with h5py and numpy"
 
 # --- 3. a starved GPU: many small chunks ------------------------------------------
 # The fraction is derived, never fixed: gpu_budget plans the job as xjoin
@@ -376,7 +387,9 @@ tf=${big:-$demo}
 tn=$([ -n "$big" ] && echo glove100k || echo demo)
 starved=("topk l2 100 $tf $tn" "topk cosine 10 $tf $tn")
 [ -n "$slice" ] && starved+=("matrix l2 0 $slice glove100k[200x20000]")
-if [ -z "$budget_prog" ] || [ -z "$py" ]; then
+if ! want 3; then
+	:
+elif [ -z "$budget_prog" ] || [ -z "$py" ]; then
 	result SKIP "starved GPU checks" "no gpu_budget (built without CUDA) or no python3 with h5py"
 else
 	for s in "${starved[@]}"; do
@@ -410,6 +423,7 @@ fi
 
 # --- 4. lower-precision candidate GEMMs: still the CPU's bits -------------------
 precisions="tf32 bf16 fp16"
+want 4 &&
 for p in $precisions; do
 	for m in $metrics; do
 		check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
@@ -420,9 +434,9 @@ for p in $precisions; do
 done
 
 # --- 5. two ranks sharing one GPU ----------------------------------------------------
-check "mpirun -np 2 topk $tn l2 k=10 --gpu-share" "topk-$tn-l2-10" \
+want 5 && check "mpirun -np 2 topk $tn l2 k=10 --gpu-share" "topk-$tn-l2-10" \
 	topk -q "$tf" -b "$tf" -k 10 -m l2 -- mpirun 2 --device gpu --gpu-share
-check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \
+want 5 && check "mpirun -np 2 topk $tn ip k=100 --gpu-share" "topk-$tn-ip-100" \
 	topk -q "$tf" -b "$tf" -k 100 -m ip -- mpirun 2 --device gpu --gpu-share
 
 # --- 6. self-joins: each pair of shared rows scored once ------------------------------
@@ -442,7 +456,9 @@ print(repr(float(np.median(d[np.isfinite(d)]))))' "$1" 2>>"$log"
 }
 plan_dev=gpu plan_name="plan: self-join split over 2 ranks"
 [ $plumbing = 1 ] && { plan_dev=cpu; plan_name="$plan_name [plumbing: cpu]"; }
-if [ -n "$gpu_reason" ] && [ $plumbing = 0 ]; then
+if ! want 6; then
+	:
+elif [ -n "$gpu_reason" ] && [ $plumbing = 0 ]; then
 	result SKIP "$plan_name" "no GPU"
 elif plan_out=$(mpirun -np 2 "$xj" plan topk -q "$sf" -b "$sf" -k 10 \
 		--device $plan_dev --gpu-share 2>>"$log") &&
@@ -452,6 +468,7 @@ elif plan_out=$(mpirun -np 2 "$xj" plan topk -q "$sf" -b "$sf" -k 10 \
 else
 	result FAIL "$plan_name" "no split in the plan, see $log"
 fi
+want 6 &&
 for m in $metrics; do
 	sk=self-demo-$m-10
 	check "self-join demo $m k=10" "$sk" \
@@ -466,6 +483,7 @@ for m in $metrics; do
 		topk -q "$sf" -b "$sf" -k 10 -m "$m" -t "$t" -- mpirun 2 --device gpu --gpu-share
 done
 # the block pairs' GEMM in each lower precision
+want 6 &&
 for p in $precisions; do
 	check "self-join demo cosine k=10 --precision $p" "self-demo-cosine-10" \
 		topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
@@ -500,7 +518,9 @@ print(repr(float(v[len(v) // 2])))
 PY
 }
 rfile=$work/range-demo.h5
-if [ -z "$py" ]; then
+if ! want 7; then
+	:
+elif [ -z "$py" ]; then
 	result SKIP "range checks" "no python3 with h5py and numpy"
 elif ! range_cut "$rfile"; then
 	result FAIL "range checks" "cannot cut $demo, see $log"

@@ -4,7 +4,23 @@
 # minutes of device time, the machine's start included), every step
 # bounded so that the logs always come back:
 #
-#   scripts/gpu-session.sh --bundle DIR --out DIR [--part check|bench|focus|all]
+#   scripts/gpu-session.sh --bundle DIR --out DIR
+#                          [--part one|check|bench|focus|all]
+#
+# --part one (the whole session in one call of at most 9 minutes, about
+#   6.5 on an H100; a start costs a minute or more of the 15, so one
+#   call leaves the most for the measurements):
+#   1. nvidia-smi                               OUT/nvidia-smi.txt
+#   2. gpu_ab.sh --passes, 50,000 x 1M: the pass shape's study (query
+#      rows a pass, rowsel's blocks an SM) in fp32, bf16, auto, k = 1000,
+#      the self-join, range joins on GPU and CPU (150 s at most)
+#                                               OUT/gpu-ab.log
+#   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32 and auto, the SGEMM
+#      alone and PyTorch (170 s at most)        OUT/gpu-bench.log
+#   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
+#      4, 5, 6; 7), each with its own work folder (220 s at most)
+#                                               OUT/gpu-check.log (all
+#      four, then the sum), OUT/gpu-check-jobs.log
 #
 # --part check (the first call):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
@@ -58,13 +74,50 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$bundle" ] && [ -n "$out" ] ||
 	{ echo "gpu-session.sh: --bundle DIR and --out DIR are required" >&2; exit 2; }
-case $part in check|bench|all|focus) ;; *)
-	echo "gpu-session.sh: --part check, bench, focus or all" >&2; exit 2 ;; esac
+case $part in one|check|bench|all|focus) ;; *)
+	echo "gpu-session.sh: --part one, check, bench, focus or all" >&2; exit 2 ;; esac
 [ -d "$bundle" ] || tar xJf "$bundle.tar.xz" || exit 1
 mkdir -p "$out" || exit 1
 export PYTHONUNBUFFERED=1 PMIX_MCA_pcompress_base_silence_warning=1
 t0=$(date +%s)
 step() { echo "# --- $* ($(($(date +%s) - t0)) s)"; }
+
+if [ $part = one ]; then
+	step "nvidia-smi"
+	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+	step "gpu_ab.sh --passes"
+	timeout 150 scripts/bench/gpu_ab.sh --bundle "$bundle" --passes \
+		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
+	echo "gpu_ab exit $?"
+	rm -f /tmp/xj-ab/*.h5
+	step "gpu_vs_peers.sh (fp32, auto, sgemm, torch)"
+	timeout 170 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
+		--peers "sgemm torch" --tool-timeout 45 --work /tmp/xj-gb \
+		>"$out/gpu-bench.log" 2>&1
+	echo "gpu_vs_peers exit $?"
+	rm -f /tmp/xj-gb/*.h5
+	step "gpu-check.sh, four instances"
+	i=0
+	for sec in 1 2,3 4,5,6 7; do
+		i=$((i + 1))
+		timeout 220 scripts/gpu-check.sh --bundle "$bundle" \
+			--work /tmp/xj-gc$i --sections $sec \
+			>"$out/gpu-check-$i.log" 2>&1 &
+	done
+	wait
+	{
+		for j in 1 2 3 4; do
+			echo "######## sections $(echo "1 2,3 4,5,6 7" | cut -d' ' -f$j)"
+			cat "$out/gpu-check-$j.log"
+			[ -f /tmp/xj-gc$j/log ] &&
+				cat /tmp/xj-gc$j/log >>"$out/gpu-check-jobs.log"
+		done
+		awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3; n++ }
+		     END { printf "# the four instances: %d of 4 ended\n%d passed, %d failed\n", n, p, f }' \
+			"$out"/gpu-check-[1-4].log
+	} >"$out/gpu-check.log"
+	rm -f "$out"/gpu-check-[1-4].log
+fi
 
 if [ $part = focus ]; then
 	step "nvidia-smi"

@@ -187,13 +187,30 @@ static void work_free(cuda_backend *c)
 	c->ralloc = 0;
 }
 
+int64_t cuda_pass_rows(const cuda_tuning *t, int64_t qrows)
+{
+	int64_t up = ((qrows > 1 ? qrows : 1) + XJ_CUDA_TQ - 1) /
+		     XJ_CUDA_TQ * XJ_CUDA_TQ;
+
+	return t->rowsel ? MIN64(t->pass_rows, up) : XJ_CUDA_TQ;
+}
+
+extern "C" int64_t backend_cuda_host_pass_rows(int64_t qrows, xj_status *st)
+{
+	cuda_tuning t;
+
+	if (cuda_tuning_get(&t, st))
+		return -1;
+	return cuda_pass_rows(&t, qrows);
+}
+
 /* Candidate slots: a sub-tile's per tile row, a pass's for rowsel's
  * pass-wide scan. */
 static int64_t cand_slots(const cuda_backend *c)
 {
 	return c->tune.rowsel && c->tune.whole ?
-	       mul_sat(XJ_CUDA_TQ, c->tune.pass_cols) :
-	       (int64_t)XJ_CUDA_TQ * XJ_CUDA_TB;
+	       mul_sat(c->prows, c->tune.pass_cols) :
+	       c->prows * XJ_CUDA_TB;
 }
 
 static int work_alloc(cuda_backend *c, xj_status *st)
@@ -216,8 +233,8 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 		return XJ_OK;
 	if (dev_alloc(&c->cand, cand_slots(c), "candidate slots", st) ||
 	    dev_alloc(&c->ncand, XJ_CUDA_TQ, "candidate counts", st) ||
-	    dev_alloc(&c->tkey, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
-	    dev_alloc(&c->tidx, mul_sat(XJ_CUDA_TQ, k), "merge scratch", st) ||
+	    dev_alloc(&c->tkey, mul_sat(c->prows, k), "merge scratch", st) ||
+	    dev_alloc(&c->tidx, mul_sat(c->prows, k), "merge scratch", st) ||
 	    dev_alloc(&c->stats, 4, "selection counts", st))
 		return st->code;
 	CUDA_CHECK(st, cudaMemsetAsync(c->stats, 0, 4 * sizeof(*c->stats),
@@ -229,7 +246,7 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 				 st) ? st->code : XJ_OK;
 	for (int s = 0; s < (c->tune.pipeline ? 2 : 1); s++)
 		if (dev_alloc(&c->gp[s],
-			      mul_sat(XJ_CUDA_TQ, c->tune.pass_cols),
+			      mul_sat(c->prows, c->tune.pass_cols),
 			      "a pass's GEMM tile", st))
 			return st->code;
 	return XJ_OK;
@@ -262,7 +279,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, seed, timing, sym;
+	int64_t pipe, cols, rows, blocks, seed, timing, sym;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -274,6 +291,9 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	if (env_int("XJ_CUDA_PIPELINE", 1, 0, 1, &pipe, st) ||
 	    env_int("XJ_CUDA_PASS_COLS", 4 * XJ_CUDA_TB, XJ_CUDA_TB,
 		    64 * XJ_CUDA_TB, &cols, st) ||
+	    env_int("XJ_CUDA_PASS_ROWS", 4 * XJ_CUDA_TQ, XJ_CUDA_TQ,
+		    16 * XJ_CUDA_TQ, &rows, st) ||
+	    env_int("XJ_CUDA_RS_BLOCKS", 4, 4, 8, &blocks, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st))
@@ -282,6 +302,14 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",
 			       (long long)cols, XJ_CUDA_TB);
+	if (blocks != 4 && blocks != 8)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_RS_BLOCKS=%lld: expected 4 or 8",
+			       (long long)blocks);
+	if (rows % XJ_CUDA_TQ)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_PASS_ROWS=%lld: expected a multiple of %d",
+			       (long long)rows, XJ_CUDA_TQ);
 	if (!scan || !*scan || !strcmp(scan, "pass"))
 		t->whole = 1;
 	else if (!strcmp(scan, "sub"))
@@ -291,6 +319,8 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 			       "XJ_CUDA_SCAN=%s: expected pass or sub", scan);
 	t->pipeline = (int)pipe;
 	t->pass_cols = cols;
+	t->pass_rows = rows;
+	t->rs_blocks = (int)blocks;
 	t->seed = (int)seed;
 	t->timing = (int)timing;
 	t->sym = (int)sym;
@@ -579,10 +609,14 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 		free(c);
 		return st->code;
 	}
-	snprintf(c->detail, sizeof(c->detail), "%s%s%s, pass %lld%s%s%s%s",
+	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
+	snprintf(c->detail, sizeof(c->detail),
+		 "%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
+		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
 		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
+		 (long long)c->prows,
 		 (long long)(c->tune.rowsel ? c->tune.pass_cols : XJ_CUDA_TB),
 		 c->tune.rowsel && c->tune.pipeline ? ", pipelined" : "",
 		 c->tune.timing ? ", timed" : "",
@@ -646,18 +680,22 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 		xj_status ignore;
 
 		/* a bad variable fails backend_cuda_create; count the defaults */
+		double pr;
+
 		if (cuda_tuning_get(&tu, &ignore)) {
 			tu.rowsel = 1;
 			tu.pipeline = 1;
 			tu.pass_cols = 4 * XJ_CUDA_TB;
+			tu.pass_rows = 4 * XJ_CUDA_TQ;
 			tu.whole = 1;
 		}
+		pr = (double)cuda_pass_rows(&tu, qrows);
 		/* candidate slots and counts, merge scratch, counters */
-		fixed += (tu.rowsel && tu.whole ?
-			  XJ_CUDA_TQ * (double)tu.pass_cols : tile) * 4 +
-			 XJ_CUDA_TQ * 4.0 + XJ_CUDA_TQ * k * 12 + 32;
+		fixed += (tu.rowsel && tu.whole ? pr * (double)tu.pass_cols :
+			  pr * XJ_CUDA_TB) * 4 +
+			 XJ_CUDA_TQ * 4.0 + pr * k * 12 + 32;
 		if (tu.rowsel)   /* the passes' tiles */
-			fixed += (tu.pipeline ? 2 : 1) * 4.0 * XJ_CUDA_TQ *
+			fixed += (tu.pipeline ? 2 : 1) * 4.0 * pr *
 				 (double)tu.pass_cols;
 		else             /* sort keys, keys, counts */
 			fixed += tile * 12 + XJ_CUDA_TQ * 4.0;

@@ -72,8 +72,9 @@
  * How top-k selects (A/B switches of one binary, read from the
  * environment at create; a bad value fails create with XJ_EXIT_USAGE;
  * be->detail says what runs):
- *   XJ_CUDA_SELECT=rowsel|tile   rowsel (default): a pass of TQ query
- *                rows against up to XJ_CUDA_PASS_COLS base rows is one
+ *   XJ_CUDA_SELECT=rowsel|tile   rowsel (default): a pass of up to
+ *                XJ_CUDA_PASS_ROWS query rows against up to
+ *                XJ_CUDA_PASS_COLS base rows is one
  *                GEMM and one kernel that scans, seeds, rescores (a warp
  *                per candidate and a bound that decides most keys),
  *                sorts and merges (rowsel.cuh, topk_pass.cu); tile: per
@@ -81,6 +82,15 @@
  *                kernels (select.cuh, rescore.cuh)
  *   XJ_CUDA_PASS_COLS=N          rowsel's base rows per pass, a multiple
  *                of TB = 4096 (default 16384)
+ *   XJ_CUDA_PASS_ROWS=N          rowsel's query rows per pass, a multiple
+ *                of TQ = 512 (default 2048; no more than the query
+ *                chunk's rows rounded up to TQ): cuBLAS runs the 16-bit
+ *                GEMMs of 512 rows at half their rate at 1,024 (H100),
+ *                and a launch of more blocks than one wave hides the
+ *                rows' selection latency
+ *   XJ_CUDA_RS_BLOCKS=4|8        rowsel's kernel built for at least 4
+ *                blocks an SM (128 registers a thread, default) or 8
+ *                (64, a few spilled): twice the rows in flight
  *   XJ_CUDA_PIPELINE=1|0         rowsel's GEMMs on a stream of their own
  *                into two tile buffers, so a pass's GEMM runs beside the
  *                previous pass's selection (default 1)
@@ -147,11 +157,12 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  GEMM); + 4d (cosine) + 2d
  *                  (bf16/fp16) + 16 (norms) + 4/TB (sub-tile max)
  *   fixed          TQ x TB x 8 (GEMM tile, second matrix tile) + 16 (row
- *                  flags) and, for k >= 1, TQ x TB x 4 (candidate
- *                  slots; TQ x XJ_CUDA_PASS_COLS x 4 for rowsel's
- *                  pass-wide scan) + TQ x 4 (counts) + TQ x k x 12 (merge
- *                  scratch) + 32 (counters), and then for rowsel TQ x
- *                  XJ_CUDA_PASS_COLS x 4 per pass tile (two with the
+ *                  flags) and, for k >= 1, with P the pass rows
+ *                  (cuda_pass_rows: TQ for the tile kernels), P x TB x 4
+ *                  (candidate slots; P x XJ_CUDA_PASS_COLS x 4 for
+ *                  rowsel's pass-wide scan) + TQ x 4 (counts) + P x k x
+ *                  12 (merge scratch) + 32 (counters), and then for
+ *                  rowsel P x XJ_CUDA_PASS_COLS x 4 per pass tile (two with the
  *                  pipeline), for tile TQ x TB x 12 (sort keys, keys) +
  *                  TQ x 4; for k = 0, TQ x d x 8 (a query tile
  *                  in double) + TQ x TB x 8 (its dot products) +
@@ -234,6 +245,11 @@ int backend_cuda_host_range_order(int64_t rows, int nblocks,
 				  const int32_t *const *row,
 				  const int64_t *const *idx, int64_t *count,
 				  float *okey, int64_t *oidx);
+
+/* rowsel's query rows per pass for query chunks of qrows rows, as create
+ * reads XJ_CUDA_PASS_ROWS (and the other variables); -1 with st set
+ * (XJ_EXIT_USAGE) for a bad value. */
+int64_t backend_cuda_host_pass_rows(int64_t qrows, xj_status *st);
 
 /*
  * The steps topk_add queues for base chunk b against the query chunk of

@@ -85,6 +85,10 @@ typedef struct cuda_tuning {
 				 * stream, two tile buffers */
 	int64_t pass_cols;      /* XJ_CUDA_PASS_COLS: base rows per pass,
 				 * a multiple of XJ_CUDA_TB */
+	int64_t pass_rows;      /* XJ_CUDA_PASS_ROWS: query rows per pass,
+				 * a multiple of XJ_CUDA_TQ */
+	int rs_blocks;          /* XJ_CUDA_RS_BLOCKS: rowsel's kernel built
+				 * for at least 4 or 8 blocks an SM */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
@@ -93,6 +97,11 @@ typedef struct cuda_tuning {
 
 /* Reads and checks the variables (XJ_EXIT_USAGE naming a bad value). */
 int cuda_tuning_get(cuda_tuning *t, xj_status *st);
+
+/* Query rows of a pass for query chunks of up to qrows rows: rowsel's
+ * pass_rows, no more than qrows rounded up to XJ_CUDA_TQ; XJ_CUDA_TQ for
+ * the tile kernels. */
+int64_t cuda_pass_rows(const cuda_tuning *t, int64_t qrows);
 
 /* Kernel classes timed with events (xj_backend.ktime, in this order). */
 enum {
@@ -205,7 +214,9 @@ typedef struct cuda_backend {
 	char detail[128];        /* be.detail: the tuning in words */
 	cudaStream_t gstream;   /* the passes' GEMMs (tune.pipeline) */
 	cublasHandle_t gblas;   /* cuBLAS on gstream */
-	float *gp[2];           /* TQ x pass_cols: a pass's tile, in turn */
+	int64_t prows;          /* query rows per pass (cuda_pass_rows) */
+	float *gp[2];           /* prows x pass_cols: a pass's tile, in
+				 * turn */
 	cudaEvent_t gemm_done[2];   /* the GEMM into gp[s] done */
 	cudaEvent_t sel_done[2];    /* the kernels reading gp[s] done */
 	cudaEvent_t prep_done;  /* the chunk's norms and copies made */

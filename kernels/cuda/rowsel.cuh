@@ -650,17 +650,24 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 				 b0 + RS_BATCH < n ? b0 + RS_BATCH : n, bmax);
 		c0 = c1;
 	}
-	blk.one([&] {
-		blk.add64(&a.stats[0], sh.rescored);
-		blk.add64(&a.stats[1], sh.undecided);
-		blk.add64(&a.stats[2], sh.seeded);
+	blk.one([&] {   /* most rows of a late pass add nothing */
+		if (sh.rescored)
+			blk.add64(&a.stats[0], sh.rescored);
+		if (sh.undecided)
+			blk.add64(&a.stats[1], sh.undecided);
+		if (sh.seeded)
+			blk.add64(&a.stats[2], sh.seeded);
 	});
 }
 
 /* ---- launch ----------------------------------------------------------- */
 
 #ifdef __CUDACC__
-__global__ void __launch_bounds__(RS_THREADS)
+/* minb blocks an SM at least: 4 leaves the compiler 128 registers a
+ * thread (none spilled), 8 caps it at 64 (a few spilled to the stack)
+ * for twice the rows in flight; XJ_CUDA_RS_BLOCKS picks one */
+template <int minb>
+__global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_kernel(rowsel_args a)
 {
 	__shared__ rs_shared sh;
@@ -683,16 +690,22 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 }
 
 #ifdef __CUDACC__
-/* Rows [0, tq) of the tile, one block each, on stream s. */
-static int rowsel(const rowsel_args &a, int tq, cudaStream_t s,
+/* Rows [0, tq) of the tile, one block each, on stream s, in the build
+ * of at least minb (4 or 8) blocks an SM. */
+static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
 		  xj_status *st)
 {
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
 	if (tq == 0 || a.ncols == 0)
 		return XJ_OK;
-	rowsel_kernel<<<tq, RS_THREADS, 0, s>>>(a);
-	CUDA_LAUNCH_CHECK(st, rowsel_kernel);
+	if (minb == 8) {
+		rowsel_kernel<8><<<tq, RS_THREADS, 0, s>>>(a);
+		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
+	} else {
+		rowsel_kernel<4><<<tq, RS_THREADS, 0, s>>>(a);
+		CUDA_LAUNCH_CHECK(st, rowsel_kernel<4>);
+	}
 	return XJ_OK;
 }
 #endif

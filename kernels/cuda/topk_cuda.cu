@@ -490,6 +490,7 @@ typedef struct sym_geom {
 	int64_t qrows, brows, off;
 	int64_t b0, len;        /* shared chunk rows; len 0: none */
 	int64_t part, parts;
+	int64_t step;           /* query rows per plain tile or pass */
 } sym_geom;
 
 /* One step of topk_add: query rows [i0, i0 + tq) against chunk rows [j0,
@@ -524,6 +525,7 @@ static void sym_geometry(const xj_backend_cfg *cfg, const float *qx,
 	g->len = 0;
 	g->part = cfg->parts > 1 ? cfg->part : 0;
 	g->parts = cfg->parts > 1 ? cfg->parts : 1;
+	g->step = XJ_CUDA_TQ;
 	if (!cfg->self || !cfg->same_rows || !qx)
 		return;
 	sym_shared(qfirst, qrows, b->first_row, b->rows, &g0, &g1);
@@ -535,17 +537,17 @@ static void sym_geometry(const xj_backend_cfg *cfg, const float *qx,
 	g->len = g1 - g0;
 }
 
-/* Query rows [i0, i1) against chunk rows [jb, je), in tiles of TQ rows
+/* Query rows [i0, i1) against chunk rows [jb, je), in tiles of step rows
  * and column pieces that do not cross a multiple of TB (submax is per TB
  * rows). */
 static int sym_cols(int64_t i0, int64_t i1, int64_t jb, int64_t je,
-		    sym_visit fn, void *ctx, xj_status *st)
+		    int64_t step, sym_visit fn, void *ctx, xj_status *st)
 {
-	for (int64_t i = i0; i < i1; i += XJ_CUDA_TQ)
+	for (int64_t i = i0; i < i1; i += step)
 		for (int64_t j = jb; j < je; ) {
 			int64_t end = MIN64((j / XJ_CUDA_TB + 1) * XJ_CUDA_TB,
 					    je);
-			sym_item it = { 0, i, j, (int)MIN64(XJ_CUDA_TQ, i1 - i),
+			sym_item it = { 0, i, j, (int)MIN64(step, i1 - i),
 					(int)(end - j), 0 };
 
 			if (fn(ctx, &it, st))
@@ -559,7 +561,7 @@ static int sym_cols(int64_t i0, int64_t i1, int64_t jb, int64_t je,
  * Every step of topk_add for geometry g, in order: the plain tiles of the
  * part's query rows, then for each block x its diagonal tile and its
  * pairs (x, y > x), those of the part. Without shared rows and parts,
- * the plain tiles are all TQ x TB tiles of the chunk.
+ * the plain tiles are all step x TB tiles of the chunk.
  */
 static int sym_walk(const sym_geom *g, sym_visit fn, void *ctx,
 		    xj_status *st)
@@ -573,10 +575,11 @@ static int sym_walk(const sym_geom *g, sym_visit fn, void *ctx,
 	for (int s = 0; s < 3; s++) {
 		int64_t a = pr.seg[s][0], e = pr.seg[s][1];
 
-		if (s != 1 ? sym_cols(a, e, 0, g->brows, fn, ctx, st) :
-			     sym_cols(a, e, 0, g->b0, fn, ctx, st) ||
-			     sym_cols(a, e, g->b0 + g->len, g->brows, fn, ctx,
-				      st))
+		if (s != 1 ? sym_cols(a, e, 0, g->brows, g->step, fn, ctx,
+				      st) :
+			     sym_cols(a, e, 0, g->b0, g->step, fn, ctx, st) ||
+			     sym_cols(a, e, g->b0 + g->len, g->brows, g->step,
+				      fn, ctx, st))
 			return st->code;
 	}
 	for (int64_t x = 0; x < nblk; x++) {
@@ -733,6 +736,8 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
 	if (!c->tune.sym && g.parts == 1)
 		g.len = 0;      /* the plain passes (XJ_CUDA_SYM) */
+	if (c->tune.rowsel)
+		g.step = c->prows;      /* XJ_CUDA_PASS_ROWS */
 	c->pend_nb = 0;
 	if (cuda_base_load(c, b, &slot, st) ||
 	    (c->tune.rowsel && cuda_pass_chunk(c, st)) ||

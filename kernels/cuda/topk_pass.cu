@@ -1,12 +1,12 @@
 /*
  * topk_pass.cu: top-k's passes (XJ_CUDA_SELECT=rowsel, the default): a
- * GEMM of TQ query rows against up to pass_cols base rows, and
- * rowsel.cuh's kernel over it; and the host run of that kernel for the
- * tests (backend_cuda_host_topk).
+ * GEMM of up to P = c->prows query rows (XJ_CUDA_PASS_ROWS) against up
+ * to pass_cols base rows, and rowsel.cuh's kernel over it; and the host
+ * run of that kernel for the tests (backend_cuda_host_topk).
  *
- * topk_add (topk_cuda.cu) walks a chunk's tiles as before (plain tiles
- * and a self-join's block pairs); consecutive plain tiles of the same
- * query rows are gathered into one pass, so a pass is one cuBLAS call
+ * topk_add (topk_cuda.cu) walks a chunk's tiles as before (plain tiles of
+ * P rows and a self-join's block pairs); consecutive plain tiles of the
+ * same query rows are gathered into one pass, so a pass is one cuBLAS call
  * and one kernel launch for up to pass_cols / TB tiles.
  *
  * Streams (tune.pipeline): a pass's GEMM runs on gstream into one of two
@@ -25,9 +25,9 @@
  * chunk's consumed event (recorded on the compute stream) then covers.
  * Without the pipeline both run on the compute stream into gp[0].
  *
- * Cost per pass: one cublasSgemm (or GemmEx) of TQ x W x d and one
- * kernel of TQ blocks (rowsel.cuh's counts); the tile, TQ x W floats
- * (32 MiB at W = 16384), is written by the GEMM and read once by the
+ * Cost per pass: one cublasSgemm (or GemmEx) of P x W x d and one
+ * kernel of P blocks (rowsel.cuh's counts); the tile, P x W floats
+ * (128 MiB at 2048 x 16384), is written by the GEMM and read once by the
  * scan.
  */
 #include "backend_cuda_int.h"
@@ -170,7 +170,8 @@ static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
 	int kt;
 
 	if (cuda_kt_start(c, KT_ROWSEL, c->stream, &kt, st) ||
-	    rowsel(a, tq, c->stream, st) || cuda_kt_stop(c, kt, c->stream, st))
+	    rowsel(a, tq, c->tune.rs_blocks, c->stream, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st))
 		return st->code;
 	return XJ_OK;
 }
@@ -183,9 +184,10 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 	const void *qa, *ba;
 	int s, kt;
 
-	if (nb > c->tune.pass_cols)
+	if (nb > c->tune.pass_cols || tq > c->prows)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "a pass of %d columns (at most %lld)", nb,
+			       "a pass of %d x %d (at most %lld x %lld)", tq,
+			       nb, (long long)c->prows,
 			       (long long)c->tune.pass_cols);
 	gemm_operands(c, p, i0, j0, 0, &qa, &ba);
 	if (slot_take(c, &s, st) ||

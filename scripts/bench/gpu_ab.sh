@@ -4,8 +4,8 @@
 # time by kernel class that every run reports (no ncu needed).
 #
 #   scripts/bench/gpu_ab.sh [--bundle DIR] [--queries Q] [--rows N]
-#                           [--quick] [--work DIR] [--timeout S]
-#                           [--plumbing]
+#                           [--quick | --passes] [--work DIR]
+#                           [--timeout S] [--plumbing]
 #
 # Job: Q x N x 128 synthetic rows (`xjoin gen`; default 50,000 x
 # 1,000,000), l2, --device $dev, HDF5 in and out. Variants (the A/B
@@ -25,7 +25,11 @@
 # (the plain path, same output), and a range join at about 10 and 1,000
 # pairs per query (thresholds from a top-k of the first 1,000 queries) on
 # the GPU and on the CPU (all cores). --quick keeps the first six, k =
-# 1000 and the self-joins.
+# 1000 and the self-joins. --passes runs the pass shape's study instead
+# of the first list: the tile kernels as the reference, then
+# XJ_CUDA_PASS_ROWS (512, 1024, the default 2048, 4096) and
+# XJ_CUDA_RS_BLOCKS=8 in fp32, bf16 (and 1,024 x 8,192 passes, whose
+# tile stays in L2), auto, k = 1000; then the self-joins and range joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -38,6 +42,7 @@ bundle=
 queries=50000
 rows=1000000
 quick=0
+passes=0
 work=${TMPDIR:-/tmp}/xjoin-gpu-ab
 limit=60
 dev=gpu
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
 	--queries) queries=$2; shift 2 ;;
 	--rows) rows=$2; shift 2 ;;
 	--quick) quick=1; shift ;;
+	--passes) passes=1; quick=1; shift ;;
 	--work) work=$2; shift 2 ;;
 	--timeout) limit=$2; shift 2 ;;
 	--plumbing) dev=cpu; queries=${queries/50000/500}; rows=${rows/1000000/20000}
@@ -117,6 +123,23 @@ PY
 
 job=(topk -q "$data" -b "$data" -m l2 --device $dev)
 run tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32
+if [ $passes = 1 ]; then
+	for p in fp32 bf16; do
+		run rows512-$p tile-fp32 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 10 --precision $p
+		run rowsel-$p tile-fp32 -- "${job[@]}" -k 10 --precision $p
+		run rows1024-$p tile-fp32 XJ_CUDA_PASS_ROWS=1024 -- "${job[@]}" -k 10 --precision $p
+		run occ8-$p tile-fp32 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 10 --precision $p
+	done
+	run rows4096-fp32 tile-fp32 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp32
+	run occ8-rows512-fp32 tile-fp32 XJ_CUDA_RS_BLOCKS=8 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 10 --precision fp32
+	run r1024c8k-bf16 tile-fp32 XJ_CUDA_PASS_ROWS=1024 XJ_CUDA_PASS_COLS=8192 -- "${job[@]}" -k 10 --precision bf16
+	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
+	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
+	run rows512-fp32-k1000 tile-fp32-k1000 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 1000 --precision fp32
+	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
+	run occ8-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 1000 --precision fp32
+	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
+else
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
 run subscan-fp32 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision fp32
 run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
@@ -138,6 +161,7 @@ run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp3
 run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
 run subscan-fp32-k1000 tile-fp32-k1000 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 1000 --precision fp32
 run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
+fi
 
 # a self-join against the same rows as two files (--self: the plain path)
 self_rows=$(( rows / 5 ))
@@ -149,7 +173,7 @@ run plain-self - -- topk -q "$sdata:/train" -b "$work/self-copy.h5:/train" \
 	--self -k 10 -m l2 --device $dev
 run self-join plain-self -- topk -q "$sdata:/train" -b "$sdata:/train" \
 	-k 10 -m l2 --device $dev
-run self-pairs plain-self XJ_CUDA_SYM=1 -- topk -q "$sdata:/train" \
+[ $passes = 0 ] && run self-pairs plain-self XJ_CUDA_SYM=1 -- topk -q "$sdata:/train" \
 	-b "$sdata:/train" -k 10 -m l2 --device $dev
 
 # range joins at about 10 and 1,000 pairs per query, GPU against CPU
@@ -158,7 +182,7 @@ rdata=$work/range-$rq-$((rows / 10)).h5
 [ -f "$rdata" ] || "$xjoin" gen --rows $((rows / 10)) --queries $rq --dim 128 \
 	--clusters 100 --seed 11 -o "$rdata" --quiet
 for kk in 10 1000; do
-	[ $quick = 1 ] && continue
+	[ $quick = 1 ] && [ $passes = 0 ] && continue
 	"$xjoin" topk -q "$rdata:/test" -b "$rdata" -k $kk -m sqeuclidean \
 		--device $dev -o "$work/thr$kk.h5" --force --quiet >/dev/null 2>&1
 	t=$("$py" -c 'import h5py, numpy, sys

@@ -397,9 +397,12 @@ static void test_host_work_bytes(void)
 	cfg.d = d;
 	int64_t a = backend_cuda_work_bytes(&cfg, 1000, 2 * tb);
 
-	/* per query row 4d + 28 + 12k; per base row 8d + 16 and a sub-tile
-	 * maximum per 4096 rows */
-	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 2000, 2 * tb) - a,
+	/* per query row 4d + 28 + 12k (past the default pass rows, 2048,
+	 * which fewer query rows cut: below); per base row 8d + 16 and a
+	 * sub-tile maximum per 4096 rows */
+	unsetenv("XJ_CUDA_PASS_ROWS");
+	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 4000, 2 * tb) -
+			backend_cuda_work_bytes(&cfg, 3000, 2 * tb),
 			1000 * (4 * d + 28 + 12 * k));
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 3 * tb) - a,
 			tb * (8 * d + 16) + 4);
@@ -427,6 +430,66 @@ static void test_host_work_bytes(void)
 			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
 			4 * tq * 16384);
 	unsetenv("XJ_CUDA_SCAN");
+	unsetenv("XJ_CUDA_PIPELINE");
+	unsetenv("XJ_CUDA_PASS_COLS");
+	/* rowsel's passes of P query rows (XJ_CUDA_PASS_ROWS, 2048 by
+	 * default, no more than the query rows rounded up to 512): the
+	 * slots, the merge scratch and the two pass tiles grow with P */
+	{
+		const int64_t fix = tq * tb * 8 + 16 + 4 + tq * 4 + 32;
+		const int64_t per_q = 4 * d + 28 + 12 * k;
+		xj_status st;
+		int64_t p;
+
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(1500, &st), 1536);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(0, &st), 512);
+
+		for (int i = 0; i < 4; i++) {
+			static const int64_t rows[] = { 1, 700, 2048, 9000 };
+			static const int64_t want[] = { 512, 1024, 2048, 2048 };
+
+			p = want[i];
+			CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, rows[i],
+								0),
+					rows[i] * per_q + fix +
+					p * 4 * tb * 4 + p * k * 12 +
+					2 * 4 * p * 4 * tb);
+		}
+		setenv("XJ_CUDA_PASS_ROWS", "1024", 1);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 1024);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(100, &st), 512);
+		/* a bad value: create fails naming it (the formula counts the
+		 * default) */
+		for (int i = 0; i < 3; i++) {
+			static const char *bad[] = { "1000", "0", "65536" };
+
+			setenv("XJ_CUDA_PASS_ROWS", bad[i], 1);
+			xj_ok(&st);
+			CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st),
+					-1);
+			CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
+			CU_ASSERT_PTR_NOT_NULL(strstr(st.msg,
+						      "XJ_CUDA_PASS_ROWS"));
+		}
+		setenv("XJ_CUDA_PASS_ROWS", "1024", 1);
+		setenv("XJ_CUDA_RS_BLOCKS", "6", 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
+		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_RS_BLOCKS"));
+		setenv("XJ_CUDA_RS_BLOCKS", "8", 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 1024);
+		unsetenv("XJ_CUDA_RS_BLOCKS");
+		p = 1024;
+		CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 9000, 0),
+				9000 * per_q + fix + p * 4 * tb * 4 +
+				p * k * 12 + 2 * 4 * p * 4 * tb);
+		unsetenv("XJ_CUDA_PASS_ROWS");
+	}
+	setenv("XJ_CUDA_PIPELINE", "0", 1);
+	setenv("XJ_CUDA_PASS_COLS", "16384", 1);
 	setenv("XJ_CUDA_SELECT", "tile", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12 + 32);
