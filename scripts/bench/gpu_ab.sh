@@ -32,7 +32,8 @@
 # tile stays in L2), auto, k = 1000; then the self-joins and range joins.
 # --defer runs the waiting candidates' study: XJ_CUDA_DEFER 0, 32 (the
 # default), 64 and 128 in fp32, 0 and 128 in bf16, with XJ_CUDA_RS_BLOCKS=8,
-# k = 1000 and auto against the tile kernels; then the self-joins.
+# passes of 65,536 and 262,144 columns, k = 1000 and auto against the tile
+# kernels; then the self-joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -138,6 +139,8 @@ if [ $defer = 1 ]; then
 	run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
 	run defer128-bf16 tile-fp32 XJ_CUDA_DEFER=128 -- "${job[@]}" -k 10 --precision bf16
 	run occ8-fp32 tile-fp32 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 10 --precision fp32
+	run c64k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=65536 -- "${job[@]}" -k 10 --precision fp32
+	run c256k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=262144 -- "${job[@]}" -k 10 --precision fp32
 	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 	run defer0-fp32-k1000 tile-fp32-k1000 XJ_CUDA_DEFER=0 -- "${job[@]}" -k 1000 --precision fp32
