@@ -5,7 +5,7 @@
 # bounded so that the logs always come back:
 #
 #   scripts/gpu-session.sh --bundle DIR --out DIR
-#                          [--part one|defer|check|bench|focus|all]
+#                          [--part one|check|bench|focus|all]
 #
 # --part one (the whole session in one call of at most 9 minutes, about
 #   6.5 on an H100; a start costs a minute or more of the 15, so one
@@ -21,10 +21,6 @@
 #      4, 5, 6; 7), each with its own work folder (220 s at most)
 #                                               OUT/gpu-check.log (all
 #      four, then the sum), OUT/gpu-check-jobs.log
-# --part defer (a call of at most 5.5 minutes, about 4 on an H100): as
-#   one, with gpu_ab.sh --defer (the waiting candidates' study, 110 s at
-#   most), the 1M x 1M job in fp32 and auto beside the SGEMM (70 s) and
-#   the four gpu-check instances (140 s)
 #
 # --part check (the first call):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
@@ -78,30 +74,25 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$bundle" ] && [ -n "$out" ] ||
 	{ echo "gpu-session.sh: --bundle DIR and --out DIR are required" >&2; exit 2; }
-case $part in one|defer|check|bench|all|focus) ;; *)
-	echo "gpu-session.sh: --part one, defer, check, bench, focus or all" >&2; exit 2 ;; esac
+case $part in one|check|bench|all|focus) ;; *)
+	echo "gpu-session.sh: --part one, check, bench, focus or all" >&2; exit 2 ;; esac
 [ -d "$bundle" ] || tar xJf "$bundle.tar.xz" || exit 1
 mkdir -p "$out" || exit 1
 export PYTHONUNBUFFERED=1 PMIX_MCA_pcompress_base_silence_warning=1
 t0=$(date +%s)
 step() { echo "# --- $* ($(($(date +%s) - t0)) s)"; }
 
-if [ $part = one ] || [ $part = defer ]; then
-	if [ $part = one ]; then
-		ab=(--passes 150) peers="sgemm torch" bench_s=170 check_s=220
-	else
-		ab=(--defer 110) peers=sgemm bench_s=70 check_s=140
-	fi
+if [ $part = one ]; then
 	step "nvidia-smi"
 	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-	step "gpu_ab.sh ${ab[0]}"
-	timeout "${ab[1]}" scripts/bench/gpu_ab.sh --bundle "$bundle" "${ab[0]}" \
+	step "gpu_ab.sh --passes"
+	timeout 150 scripts/bench/gpu_ab.sh --bundle "$bundle" --passes \
 		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
 	echo "gpu_ab exit $?"
 	rm -f /tmp/xj-ab/*.h5
-	step "gpu_vs_peers.sh (fp32, auto, $peers)"
-	timeout $bench_s scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
-		--peers "$peers" --tool-timeout 45 --work /tmp/xj-gb \
+	step "gpu_vs_peers.sh (fp32, auto, sgemm, torch)"
+	timeout 170 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
+		--peers "sgemm torch" --tool-timeout 45 --work /tmp/xj-gb \
 		>"$out/gpu-bench.log" 2>&1
 	echo "gpu_vs_peers exit $?"
 	rm -f /tmp/xj-gb/*.h5
@@ -109,7 +100,7 @@ if [ $part = one ] || [ $part = defer ]; then
 	i=0
 	for sec in 1 2,3 4,5,6 7; do
 		i=$((i + 1))
-		timeout $check_s scripts/gpu-check.sh --bundle "$bundle" \
+		timeout 220 scripts/gpu-check.sh --bundle "$bundle" \
 			--work /tmp/xj-gc$i --sections $sec \
 			>"$out/gpu-check-$i.log" 2>&1 &
 	done

@@ -171,9 +171,6 @@ static void work_free(cuda_backend *c)
 	dev_free(&c->sqflags);
 	dev_free(&c->mdone);
 	dev_free(&c->cand);
-	dev_free(&c->wait_j);
-	dev_free(&c->wait_v);
-	dev_free(&c->nwait);
 	dev_free(&c->ncand);
 	dev_free(&c->skey);
 	dev_free(&c->ckey);
@@ -247,17 +244,6 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 		       dev_alloc(&c->ckey, tile, "candidate keys", st) ||
 		       dev_alloc(&c->nvalid, XJ_CUDA_TQ, "candidate counts",
 				 st) ? st->code : XJ_OK;
-	if (c->tune.defer &&
-	    (dev_alloc(&c->wait_j, mul_sat(c->prows, XJ_CUDA_WAIT),
-		       "waiting candidates", st) ||
-	     dev_alloc(&c->wait_v, mul_sat(c->prows, XJ_CUDA_WAIT),
-		       "waiting candidates", st) ||
-	     dev_alloc(&c->nwait, c->prows, "waiting counts", st)))
-		return st->code;
-	if (c->tune.defer)
-		CUDA_CHECK(st, cudaMemsetAsync(c->nwait, 0,
-					       (size_t)c->prows * sizeof(int),
-					       c->stream));
 	for (int s = 0; s < (c->tune.pipeline ? 2 : 1); s++)
 		if (dev_alloc(&c->gp[s],
 			      mul_sat(c->prows, c->tune.pass_cols),
@@ -293,7 +279,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, defer, seed, timing, sym;
+	int64_t pipe, cols, rows, blocks, seed, timing, sym;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -307,8 +293,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 		    64 * XJ_CUDA_TB, &cols, st) ||
 	    env_int("XJ_CUDA_PASS_ROWS", 4 * XJ_CUDA_TQ, XJ_CUDA_TQ,
 		    16 * XJ_CUDA_TQ, &rows, st) ||
-	    env_int("XJ_CUDA_RS_BLOCKS", 4, 4, 8, &blocks, st) ||
-	    env_int("XJ_CUDA_DEFER", 32, 0, XJ_CUDA_WAIT, &defer, st) ||
+	    env_int("XJ_CUDA_RS_BLOCKS", 8, 4, 8, &blocks, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st))
@@ -336,7 +321,6 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->pass_cols = cols;
 	t->pass_rows = rows;
 	t->rs_blocks = (int)blocks;
-	t->defer = (int)defer;
 	t->seed = (int)seed;
 	t->timing = (int)timing;
 	t->sym = (int)sym;
@@ -627,10 +611,9 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
-		 c->tune.rowsel && c->tune.defer ? " deferred" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
 		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
 		 (long long)c->prows,
@@ -696,26 +679,24 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 		cuda_tuning tu;
 		xj_status ignore;
 
+		/* a bad variable fails backend_cuda_create; count the defaults */
 		double pr;
 
-		/* a bad variable fails backend_cuda_create; count the defaults */
 		if (cuda_tuning_get(&tu, &ignore)) {
 			tu.rowsel = 1;
 			tu.pipeline = 1;
 			tu.pass_cols = 4 * XJ_CUDA_TB;
 			tu.pass_rows = 4 * XJ_CUDA_TQ;
 			tu.whole = 1;
-			tu.defer = 32;
 		}
 		pr = (double)cuda_pass_rows(&tu, qrows);
 		/* candidate slots and counts, merge scratch, counters */
 		fixed += (tu.rowsel && tu.whole ? pr * (double)tu.pass_cols :
 			  pr * XJ_CUDA_TB) * 4 +
 			 XJ_CUDA_TQ * 4.0 + pr * k * 12 + 32;
-		if (tu.rowsel)   /* the passes' tiles, waiting candidates */
+		if (tu.rowsel)   /* the passes' tiles */
 			fixed += (tu.pipeline ? 2 : 1) * 4.0 * pr *
-				 (double)tu.pass_cols +
-				 (tu.defer ? pr * (8.0 * XJ_CUDA_WAIT + 4) : 0);
+				 (double)tu.pass_cols;
 		else             /* sort keys, keys, counts */
 			fixed += tile * 12 + XJ_CUDA_TQ * 4.0;
 	}

@@ -88,14 +88,10 @@
  *                GEMMs of 512 rows at half their rate at 1,024 (H100),
  *                and a launch of more blocks than one wave hides the
  *                rows' selection latency
- *   XJ_CUDA_RS_BLOCKS=4|8        rowsel's kernel built for at least 4
- *                blocks an SM (128 registers a thread, default) or 8
- *                (64, a few spilled): twice the rows in flight
- *   XJ_CUDA_DEFER=N              rowsel: a step that leaves a row fewer
- *                than N candidates (0 .. 128, default 32) runs no batch;
- *                they wait, with their scan values, for a later step, at
- *                the latest the rows' last pass of the chunk (0: a batch
- *                every step)
+ *   XJ_CUDA_RS_BLOCKS=8|4        rowsel's kernel built for at least 8
+ *                blocks an SM (64 registers a thread, a few spilled;
+ *                default: on an H100, 50,000 x 1M, k = 1000 ran 12-15%
+ *                faster, k = 10 up to 5%) or 4 (128 registers)
  *   XJ_CUDA_PIPELINE=1|0         rowsel's GEMMs on a stream of their own
  *                into two tile buffers, so a pass's GEMM runs beside the
  *                previous pass's selection (default 1)
@@ -167,10 +163,8 @@ int backend_cuda_device_info(int device, char *line, size_t size);
  *                  (candidate slots; P x XJ_CUDA_PASS_COLS x 4 for
  *                  rowsel's pass-wide scan) + TQ x 4 (counts) + P x k x
  *                  12 (merge scratch) + 32 (counters), and then for
- *                  rowsel P x XJ_CUDA_PASS_COLS x 4 per pass tile (two
- *                  with the pipeline) and P x (128 x 8 + 4) for the
- *                  waiting candidates (XJ_CUDA_DEFER > 0); for tile
- *                  TQ x TB x 12 (sort keys, keys) +
+ *                  rowsel P x XJ_CUDA_PASS_COLS x 4 per pass tile (two with the
+ *                  pipeline), for tile TQ x TB x 12 (sort keys, keys) +
  *                  TQ x 4; for k = 0, TQ x d x 8 (a query tile
  *                  in double) + TQ x TB x 8 (its dot products) +
  *                  4 TQ TB / 32^2 (a flag per 32 x 32 square) + 8 (the
@@ -300,7 +294,6 @@ typedef struct backend_cuda_host_pass {
 	int64_t tq, tb, pass_cols;
 	int seed;
 	int whole;              /* XJ_CUDA_SCAN=pass */
-	int defer;              /* XJ_CUDA_DEFER: 0 .. 128 */
 } backend_cuda_host_pass;
 
 /* xjc_seed_gate (canonical.cuh): the gate of a row whose k eligible

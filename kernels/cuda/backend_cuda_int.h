@@ -71,9 +71,6 @@ static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
 static_assert(XJ_CUDA_RANGE_TILES >= 1,
 	      "the range pair buffer holds at least one tile's pairs");
 
-/* rowsel's waiting candidates a row (rowsel.cuh's RS_BATCH) */
-#define XJ_CUDA_WAIT 128
-
 #define MIN64(a, b) ((a) < (b) ? (a) : (b))
 
 struct cuda_range;
@@ -92,8 +89,6 @@ typedef struct cuda_tuning {
 				 * a multiple of XJ_CUDA_TQ */
 	int rs_blocks;          /* XJ_CUDA_RS_BLOCKS: rowsel's kernel built
 				 * for at least 4 or 8 blocks an SM */
-	int defer;              /* XJ_CUDA_DEFER: rowsel's smallest batch
-				 * (0: a batch every step) */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
@@ -220,9 +215,6 @@ typedef struct cuda_backend {
 	cudaStream_t gstream;   /* the passes' GEMMs (tune.pipeline) */
 	cublasHandle_t gblas;   /* cuBLAS on gstream */
 	int64_t prows;          /* query rows per pass (cuda_pass_rows) */
-	int *wait_j;            /* prows x XJ_CUDA_WAIT: rowsel's waiting */
-	float *wait_v;          /*   candidates, nwait a row (tune.defer) */
-	int *nwait;
 	float *gp[2];           /* prows x pass_cols: a pass's tile, in
 				 * turn */
 	cudaEvent_t gemm_done[2];   /* the GEMM into gp[s] done */
@@ -336,11 +328,9 @@ int cuda_flag_bad(unsigned long long flag, xj_status *st);
 
 /* The chunk's prepared rows are what the passes' GEMMs read. */
 int cuda_pass_chunk(cuda_backend *c, xj_status *st);
-/* Query rows [i0, i0 + tq) against chunk rows [j0, j0 + nb), one pass;
- * last: the rows' last pass of this chunk (their waiting candidates run,
- * rowsel.cuh). */
+/* Query rows [i0, i0 + tq) against chunk rows [j0, j0 + nb), one pass. */
 int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
-		    int64_t j0, int nb, int last, xj_status *st);
+		    int64_t j0, int nb, xj_status *st);
 /* A self-join's block pair: query rows [i0, i0 + na) (chunk rows i0 -
  * off ...) against chunk rows [j0, j0 + nb), and the transposed tile. */
 int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,

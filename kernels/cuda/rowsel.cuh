@@ -27,18 +27,7 @@
  *            of barriers and one batch a pass instead of one a sub-tile
  *            (the passes' cost was that chain's latency, 18-21 us a
  *            sub-tile at 512 rows on an H100, not the bytes).
- *   wait     with a.defer > 0 (XJ_CUDA_DEFER), a step that leaves the row
- *            fewer than a.defer candidates (those waiting included) runs
- *            no batch: its kept columns wait in the row's wait_j/wait_v
- *            (chunk row and scan value: the tile is overwritten) for a
- *            later step of this or a later pass of the same rows; the
- *            last step of the rows' last pass against the chunk (a.last)
- *            runs them all. A batch's chain of barriers and list reads
- *            cost more than its few rescorings (2026-11-27, H100: 130 us
- *            a 2048 x 16384 pass against 40 us of reading the tile), and
- *            a waiting candidate is checked against the gate of its batch,
- *            which only tightens.
- *   batches  of RS_BATCH candidates (the waiting ones first), each:
+ *   batches  of RS_BATCH kept columns, each:
  *     rescore  a warp per candidate that still passes the scan under the
  *              row's current gate (a merge may have tightened it): the
  *              lanes sum the canonical terms of dimension elements lane,
@@ -128,13 +117,6 @@ struct rowsel_args {
 	int64_t cap;
 	int seed;
 	int whole;               /* scan the rest of the pass in one step */
-	int defer;               /* fewer candidates than this wait for a
-				  * later step (0: none wait) */
-	int last;                /* the tile rows' last pass against this
-				  * chunk: nothing waits past it */
-	int *wait_j;             /* tile: RS_BATCH waiting candidates a row */
-	float *wait_v;           /*   (chunk row, scan value), nwait of */
-	int *nwait;              /*   them; 0 at the end of a last pass */
 	unsigned long long *stats;   /* [0] rescored, [1] undecided,
 				      * [2] sub-tiles seeded */
 };
@@ -142,7 +124,7 @@ struct rowsel_args {
 struct rs_shared {
 	double gate;
 	float thr, thr2;
-	int n, ns, seed, full, np;
+	int n, ns, seed, full;
 	float last_key;
 	int64_t last_idx, na, keep, nout;
 	uint32_t want, prefix, mask;
@@ -401,15 +383,14 @@ XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	});
 }
 
-/* Rescore, sort and merge candidates [b0, b1) of the row's list: its np
- * waiting ones (pj, pv), then its slots; their columns lie in a sub-tile
- * of largest norm bmax (bmax < 0: in several, each candidate's threshold
- * from its own). */
+/* Rescore, sort and merge candidates [b0, b1) of the row's slots, whose
+ * columns lie in a sub-tile of largest norm bmax (bmax < 0: in several,
+ * each candidate's threshold from its own). */
 #pragma nv_exec_check_disable
 template <class BLK>
 XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
-		     const float *grow, const int *slots, const int *pj,
-		     const float *pv, int np, int b0, int b1, float bmax)
+		     const float *grow, const int *slots, int b0, int b1,
+		     float bmax)
 {
 	const float *q = a.qx + (int64_t)r * a.d;
 	float *lk = a.ekey + (int64_t)r * a.k, *tk = a.tkey + (int64_t)r * a.k;
@@ -431,9 +412,8 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	});
 	blk.warps([&](int w, const auto &lanes) {
 		for (int i = b0 + w; i < b1; i += RS_WARPS) {
-			int64_t j = i < np ? pj[i] : a.j0 + slots[i - np];
-			float v = i < np ? pv[i] :
-				  rs_value(a, grow, slots[i - np]);
+			int c = slots[i];
+			int64_t j = a.j0 + c;
 			const float *b = a.bx + j * a.d;
 			float thr = bmax < 0 ?
 				    xjc_scan_threshold(a.m, a.d, sh.gate,
@@ -444,7 +424,7 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 			float key;
 			int und;
 
-			if (!(v <= thr))
+			if (!(rs_value(a, grow, c) <= thr))
 				continue;       /* the same for the whole warp */
 			s = lanes.sum([&](int l) {
 				return rs_lane_sum(a.m, q, b, a.d, l);
@@ -625,22 +605,19 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 {
 	const float *grow = a.g + (int64_t)r * a.ldg;
 	int *slots = a.cand + (int64_t)r * a.cap;
-	int *pj = a.defer ? a.wait_j + (int64_t)r * RS_BATCH : NULL;
-	float *pv = a.defer ? a.wait_v + (int64_t)r * RS_BATCH : NULL;
 	int64_t self_col = a.self ? a.qfirst + r - a.bfirst - a.j0 : -1;
 
 	blk.one([&] {
 		sh.rescored = 0;
 		sh.undecided = 0;
 		sh.seeded = 0;
-		sh.np = a.defer ? a.nwait[r] : 0;
 	});
 	for (int c0 = 0; c0 < a.ncols;) {
 		int64_t jt = (a.j0 + c0) / a.tb;
 		int64_t end = (jt + 1) * a.tb - a.j0;
 		int c1 = end < a.ncols ? (int)end : a.ncols;
 		float bmax = a.submax[jt];
-		int n, np;
+		int n;
 
 		blk.one([&] {
 			int64_t elig = (int64_t)(c1 - c0) -
@@ -668,31 +645,12 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 				    self_col);
 		}
 		n = sh.n;
-		np = sh.np;
-		if (a.defer && np + n < a.defer &&
-		    !(a.last && c1 == a.ncols)) {
-			/* too few to pay for a batch: they wait, with their
-			 * scan values (the tile is overwritten) */
-			blk.each([&](int t) {
-				for (int i = t; i < n; i += RS_THREADS) {
-					pj[np + i] = (int)a.j0 + slots[i];
-					pv[np + i] = rs_value(a, grow, slots[i]);
-				}
-			});
-			blk.one([&] { sh.np = np + n; });
-		} else if (np + n > 0) {
-			for (int b0 = 0; b0 < np + n; b0 += RS_BATCH)
-				rs_batch(blk, sh, a, r, grow, slots, pj, pv,
-					 np, b0,
-					 b0 + RS_BATCH < np + n ? b0 + RS_BATCH :
-					 np + n, np ? -1.0f : bmax);
-			blk.one([&] { sh.np = 0; });
-		}
+		for (int b0 = 0; b0 < n; b0 += RS_BATCH)
+			rs_batch(blk, sh, a, r, grow, slots, b0,
+				 b0 + RS_BATCH < n ? b0 + RS_BATCH : n, bmax);
 		c0 = c1;
 	}
 	blk.one([&] {   /* most rows of a late pass add nothing */
-		if (a.defer)
-			a.nwait[r] = sh.np;
 		if (sh.rescored)
 			blk.add64(&a.stats[0], sh.rescored);
 		if (sh.undecided)
@@ -707,7 +665,8 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 #ifdef __CUDACC__
 /* minb blocks an SM at least: 4 leaves the compiler 128 registers a
  * thread (none spilled), 8 caps it at 64 (a few spilled to the stack)
- * for twice the rows in flight; XJ_CUDA_RS_BLOCKS picks one */
+ * for twice the rows in flight; XJ_CUDA_RS_BLOCKS picks one (8 by
+ * default) */
 template <int minb>
 __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_kernel(rowsel_args a)
@@ -722,10 +681,7 @@ rowsel_kernel(rowsel_args a)
 static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (tq < 0 || a.ncols < 0 || a.j0 < 0 || a.tb < 1 || a.cap < a.tb ||
-	    (a.whole && a.cap < a.ncols) || a.defer < 0 ||
-	    a.defer > RS_BATCH || (a.defer && (!a.wait_j || !a.wait_v ||
-					       !a.nwait)) ||
-	    a.j0 + a.ncols > INT32_MAX ||
+	    (a.whole && a.cap < a.ncols) ||
 	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",

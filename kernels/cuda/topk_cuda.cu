@@ -253,10 +253,6 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
 					       (size_t)n * sizeof(int64_t),
 					       c->stream));
 	}
-	if (c->nwait)       /* nothing waits from a run that failed */
-		CUDA_CHECK(st, cudaMemsetAsync(c->nwait, 0,
-					       (size_t)c->prows * sizeof(int),
-					       c->stream));
 	CUDA_CHECK(st, cudaStreamSynchronize(c->stream));
 	if (bad != XJC_BAD_NONE)
 		return cuda_rows_bad(c, q, st);
@@ -654,10 +650,8 @@ typedef struct add_ctx {
 	double flops;
 } add_ctx;
 
-/* The plain pass gathered so far (rowsel), queued; last: no later pass
- * of this chunk has its query rows (their waiting candidates run). */
-static int pass_flush(cuda_backend *c, const xj_rows *b, int last,
-		      xj_status *st)
+/* The plain pass gathered so far (rowsel), queued. */
+static int pass_flush(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	int nb = c->pend_nb;
 
@@ -665,7 +659,7 @@ static int pass_flush(cuda_backend *c, const xj_rows *b, int last,
 		return XJ_OK;
 	c->pend_nb = 0;
 	return cuda_pass_plain(c, b, c->pend_i0, c->pend_tq, c->pend_j0, nb,
-			       last, st);
+			       st);
 }
 
 /* rowsel: consecutive plain tiles of the same query rows go into one
@@ -673,16 +667,15 @@ static int pass_flush(cuda_backend *c, const xj_rows *b, int last,
 static int pass_step(cuda_backend *c, const xj_rows *b, const sym_item *it,
 		     xj_status *st)
 {
-	int same = c->pend_i0 == it->i0 && c->pend_tq == it->tq;
-
 	if (it->pair)
-		return pass_flush(c, b, 1, st) ||
+		return pass_flush(c, b, st) ||
 		       cuda_pass_pair(c, b, it->i0, it->tq, it->j0, it->nb,
 				      it->off, st) ? st->code : XJ_OK;
 	if (c->pend_nb &&
-	    (!same || c->pend_j0 + c->pend_nb != it->j0 ||
+	    (c->pend_i0 != it->i0 || c->pend_tq != it->tq ||
+	     c->pend_j0 + c->pend_nb != it->j0 ||
 	     c->pend_nb + it->nb > c->tune.pass_cols) &&
-	    pass_flush(c, b, !same, st))
+	    pass_flush(c, b, st))
 		return st->code;
 	if (c->pend_nb == 0) {
 		c->pend_i0 = it->i0;
@@ -749,7 +742,7 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	if (cuda_base_load(c, b, &slot, st) ||
 	    (c->tune.rowsel && cuda_pass_chunk(c, st)) ||
 	    sym_walk(&g, add_step, &a, st) ||
-	    (c->tune.rowsel && pass_flush(c, b, 1, st)) ||
+	    (c->tune.rowsel && pass_flush(c, b, st)) ||
 	    cuda_base_done(c, slot, st))
 		return st->code;
 	c->be.gemm_flops += a.flops;

@@ -46,9 +46,6 @@ extern "C" {
 #include "check.cuh"
 #include "rowsel.cuh"
 
-static_assert(XJ_CUDA_WAIT == RS_BATCH,
-	      "the backend allocates rowsel's waiting candidates");
-
 static cudaStream_t gemm_stream(const cuda_backend *c)
 {
 	return c->tune.pipeline ? c->gstream : c->stream;
@@ -103,7 +100,7 @@ static int slot_done(cuda_backend *c, int s, xj_status *st)
  * rows [j0, j0 + ncols), the values in g (row stride ldg). */
 static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
 			     const float *g, int64_t ldg, int64_t i0,
-			     int64_t j0, int ncols, xj_precision p, int last)
+			     int64_t j0, int ncols, xj_precision p)
 {
 	const xj_backend_cfg *cfg = &c->cfg;
 	int64_t d = cfg->d, k = cfg->k;
@@ -142,11 +139,6 @@ static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
 	a.whole = c->tune.whole;
 	a.cap = a.whole ? c->tune.pass_cols : XJ_CUDA_TB;
 	a.seed = c->tune.seed;
-	a.defer = c->tune.defer;
-	a.last = last;
-	a.wait_j = c->wait_j;
-	a.wait_v = c->wait_v;
-	a.nwait = c->nwait;
 	a.stats = c->stats;
 	return a;
 }
@@ -185,7 +177,7 @@ static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
 }
 
 int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
-		    int64_t j0, int nb, int last, xj_status *st)
+		    int64_t j0, int nb, xj_status *st)
 {
 	xj_precision p = cuda_tile_prec(c);
 	float alpha = xjc_is_sq(c->cfg.metric) ? -2.0f : -1.0f;
@@ -203,8 +195,7 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 	    cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba, qa,
 			  c->gp[s], st) ||
 	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st) ||
-	    sel_run(c, pass_args(c, b, c->gp[s], nb, i0, j0, nb, p, last), tq,
-		    st) ||
+	    sel_run(c, pass_args(c, b, c->gp[s], nb, i0, j0, nb, p), tq, st) ||
 	    slot_done(c, s, st))
 		return st->code;
 	return XJ_OK;
@@ -246,9 +237,8 @@ int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
 				     na, nb, &one, g, nb, &zero, gt, na, gt,
 				     na));
 	if (cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st) ||
-	    sel_run(c, pass_args(c, b, g, nb, i0, sb, nb, p, 1), na, st) ||
-	    sel_run(c, pass_args(c, b, gt, na, sb + off, sa, na, p, 1), nb,
-		    st) ||
+	    sel_run(c, pass_args(c, b, g, nb, i0, sb, nb, p), na, st) ||
+	    sel_run(c, pass_args(c, b, gt, na, sb + off, sa, na, p), nb, st) ||
 	    slot_done(c, s, st))
 		return st->code;
 	return XJ_OK;
@@ -313,14 +303,10 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
 	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
 					  (size_t)(p->tq * k));
-	int *wj = (int *)malloc(sizeof(int) * (size_t)(p->tq * RS_BATCH));
-	float *wv = (float *)malloc(sizeof(float) *
-				    (size_t)(p->tq * RS_BATCH));
-	int *nw = (int *)calloc((size_t)p->tq + 1, sizeof(int));
 	int rc = XJ_OK;
 
 	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !cand ||
-	    !tkey || !tidx || !wj || !wv || !nw) {
+	    !tkey || !tidx) {
 		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
 		goto done;
 	}
@@ -328,8 +314,6 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * cap));
 	memset(tkey, 0xa5, sizeof(float) * (size_t)(p->tq * k));
 	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
-	memset(wj, 0xa5, sizeof(int) * (size_t)(p->tq * RS_BATCH));
-	memset(wv, 0xa5, sizeof(float) * (size_t)(p->tq * RS_BATCH));
 	host_norms(p->q, nq, d, qq, qf, qn);
 	host_norms(p->b, nb, d, bb, fn2, bn);
 	for (int64_t j = 0; j < nb; j++)
@@ -374,19 +358,8 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			a.cap = cap;
 			a.seed = p->seed;
 			a.whole = p->whole;
-			a.defer = p->defer;
-			a.last = j0 + p->pass_cols >= nb;
-			a.wait_j = wj;
-			a.wait_v = wv;
-			a.nwait = nw;
 			a.stats = stats;
 			rc = rowsel_host(a, tq, st);
-			/* a last pass leaves nothing waiting */
-			for (int r = 0; a.last && !rc && r < tq; r++)
-				if (nw[r])
-					rc = xj_fail(st, XJ_EXIT_INTERNAL,
-						     "host pass: row %d has %d candidates waiting after its last pass",
-						     r, nw[r]);
 		}
 done:
 	free(qq);
@@ -399,8 +372,5 @@ done:
 	free(cand);
 	free(tkey);
 	free(tidx);
-	free(wj);
-	free(wv);
-	free(nw);
 	return rc;
 }

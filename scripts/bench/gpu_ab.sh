@@ -4,7 +4,7 @@
 # time by kernel class that every run reports (no ncu needed).
 #
 #   scripts/bench/gpu_ab.sh [--bundle DIR] [--queries Q] [--rows N]
-#                           [--quick | --passes | --defer] [--work DIR]
+#                           [--quick | --passes] [--work DIR]
 #                           [--timeout S] [--plumbing]
 #
 # Job: Q x N x 128 synthetic rows (`xjoin gen`; default 50,000 x
@@ -30,10 +30,6 @@
 # XJ_CUDA_PASS_ROWS (512, 1024, the default 2048, 4096) and
 # XJ_CUDA_RS_BLOCKS=8 in fp32, bf16 (and 1,024 x 8,192 passes, whose
 # tile stays in L2), auto, k = 1000; then the self-joins and range joins.
-# --defer runs the waiting candidates' study: XJ_CUDA_DEFER 0, 32 (the
-# default), 64 and 128 in fp32, 0 and 128 in bf16, with XJ_CUDA_RS_BLOCKS=8,
-# passes of 65,536 and 262,144 columns, k = 1000 and auto against the tile
-# kernels; then the self-joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -47,7 +43,6 @@ queries=50000
 rows=1000000
 quick=0
 passes=0
-defer=0
 work=${TMPDIR:-/tmp}/xjoin-gpu-ab
 limit=60
 dev=gpu
@@ -58,7 +53,6 @@ while [ $# -gt 0 ]; do
 	--rows) rows=$2; shift 2 ;;
 	--quick) quick=1; shift ;;
 	--passes) passes=1; quick=1; shift ;;
-	--defer) defer=1; passes=1; quick=1; shift ;;
 	--work) work=$2; shift 2 ;;
 	--timeout) limit=$2; shift 2 ;;
 	--plumbing) dev=cpu; queries=${queries/50000/500}; rows=${rows/1000000/20000}
@@ -129,25 +123,7 @@ PY
 
 job=(topk -q "$data" -b "$data" -m l2 --device $dev)
 run tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32
-if [ $defer = 1 ]; then
-	for v in 0 32 64 128; do
-		n=defer$v-fp32
-		[ $v = 32 ] && n=rowsel-fp32
-		run $n tile-fp32 XJ_CUDA_DEFER=$v -- "${job[@]}" -k 10 --precision fp32
-	done
-	run defer0-bf16 tile-fp32 XJ_CUDA_DEFER=0 -- "${job[@]}" -k 10 --precision bf16
-	run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
-	run defer128-bf16 tile-fp32 XJ_CUDA_DEFER=128 -- "${job[@]}" -k 10 --precision bf16
-	run occ8-fp32 tile-fp32 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 10 --precision fp32
-	run c64k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=65536 -- "${job[@]}" -k 10 --precision fp32
-	run c256k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=262144 -- "${job[@]}" -k 10 --precision fp32
-	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
-	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
-	run defer0-fp32-k1000 tile-fp32-k1000 XJ_CUDA_DEFER=0 -- "${job[@]}" -k 1000 --precision fp32
-	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
-	run occ8-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 1000 --precision fp32
-	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
-elif [ $passes = 1 ]; then
+if [ $passes = 1 ]; then
 	for p in fp32 bf16; do
 		run rows512-$p tile-fp32 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 10 --precision $p
 		run rowsel-$p tile-fp32 -- "${job[@]}" -k 10 --precision $p
@@ -206,7 +182,7 @@ rdata=$work/range-$rq-$((rows / 10)).h5
 [ -f "$rdata" ] || "$xjoin" gen --rows $((rows / 10)) --queries $rq --dim 128 \
 	--clusters 100 --seed 11 -o "$rdata" --quiet
 for kk in 10 1000; do
-	[ $quick = 1 ] && { [ $passes = 0 ] || [ $defer = 1 ]; } && continue
+	[ $quick = 1 ] && [ $passes = 0 ] && continue
 	"$xjoin" topk -q "$rdata:/test" -b "$rdata" -k $kk -m sqeuclidean \
 		--device $dev -o "$work/thr$kk.h5" --force --quiet >/dev/null 2>&1
 	t=$("$py" -c 'import h5py, numpy, sys

@@ -419,19 +419,16 @@ static void test_host_work_bytes(void)
 	unsetenv("XJ_CUDA_SCAN");
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 8 + 4 * tq * 4 * tb + 16 + 4 + tq * 4 +
-			tq * k * 12 + 32 + 2 * 4 * tq * 4 * tb +
-			tq * (128 * 8 + 4));
+			tq * k * 12 + 32 + 2 * 4 * tq * 4 * tb);
 	setenv("XJ_CUDA_SCAN", "sub", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
-			2 * 4 * tq * 4 * tb + tq * (128 * 8 + 4));
+			2 * 4 * tq * 4 * tb);
 	setenv("XJ_CUDA_PIPELINE", "0", 1);
 	setenv("XJ_CUDA_PASS_COLS", "16384", 1);
-	setenv("XJ_CUDA_DEFER", "0", 1);   /* no waiting candidates */
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
 			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
 			4 * tq * 16384);
-	unsetenv("XJ_CUDA_DEFER");
 	unsetenv("XJ_CUDA_SCAN");
 	unsetenv("XJ_CUDA_PIPELINE");
 	unsetenv("XJ_CUDA_PASS_COLS");
@@ -458,8 +455,7 @@ static void test_host_work_bytes(void)
 								0),
 					rows[i] * per_q + fix +
 					p * 4 * tb * 4 + p * k * 12 +
-					2 * 4 * p * 4 * tb +
-					p * (128 * 8 + 4));
+					2 * 4 * p * 4 * tb);
 		}
 		setenv("XJ_CUDA_PASS_ROWS", "1024", 1);
 		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 1024);
@@ -482,11 +478,6 @@ static void test_host_work_bytes(void)
 		xj_ok(&st);
 		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_RS_BLOCKS"));
-		setenv("XJ_CUDA_DEFER", "129", 1);
-		xj_ok(&st);
-		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
-		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_DEFER"));
-		unsetenv("XJ_CUDA_DEFER");
 		setenv("XJ_CUDA_RS_BLOCKS", "8", 1);
 		xj_ok(&st);
 		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 1024);
@@ -494,8 +485,7 @@ static void test_host_work_bytes(void)
 		p = 1024;
 		CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 9000, 0),
 				9000 * per_q + fix + p * 4 * tb * 4 +
-				p * k * 12 + 2 * 4 * p * 4 * tb +
-				p * (128 * 8 + 4));
+				p * k * 12 + 2 * 4 * p * 4 * tb);
 		unsetenv("XJ_CUDA_PASS_ROWS");
 	}
 	setenv("XJ_CUDA_PIPELINE", "0", 1);

@@ -168,7 +168,7 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
-static void run_case(const tcase *tc, int whole, int defer)
+static void run_case(const tcase *tc, int whole)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
 	float *centres = gauss_rows(7, d, 0, 1);
@@ -244,7 +244,6 @@ static void run_case(const tcase *tc, int whole, int defer)
 		p.pass_cols = tc->pass;
 		p.seed = tc->seed;
 		p.whole = whole;
-		p.defer = defer;
 		xj_ok(&st);
 		CU_ASSERT_EQUAL_FATAL(backend_cuda_host_topk(&p, key, idx, count,
 							     gate, stats, &st),
@@ -278,9 +277,9 @@ static void run_case(const tcase *tc, int whole, int defer)
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
-	printf("\n  %-28s %-4s %3d %6.1f rescored/query, %llu undecided, %llu seeded ",
-	       tc->name, whole ? "pass" : "sub", defer,
-	       (double)stats[0] / (double)nq, stats[1], stats[2]);
+	printf("\n  %-28s %-4s %6.1f rescored/query, %llu undecided, %llu seeded ",
+	       tc->name, whole ? "pass" : "sub", (double)stats[0] / (double)nq,
+	       stats[1], stats[2]);
 	rows_free(&Q);
 	rows_free(&B);
 	free(centres);
@@ -326,14 +325,10 @@ static const tcase cases[] = {
 
 static void test_cases(void)
 {
-	/* both scans: a sub-tile at a time, and the rest of a pass at once;
-	 * a batch every step, and candidates that wait for 32 or 128 */
-	static const int defers[] = { 0, 32, 128 };
-
+	/* both scans: a sub-tile at a time, and the rest of a pass at once */
 	for (int whole = 0; whole < 2; whole++)
-		for (size_t dv = 0; dv < UNIT_COUNT(defers); dv++)
-			for (size_t i = 0; i < UNIT_COUNT(cases); i++)
-				run_case(&cases[i], whole, defers[dv]);
+		for (size_t i = 0; i < UNIT_COUNT(cases); i++)
+			run_case(&cases[i], whole);
 }
 
 /* A first sub-tile seeded rescores about k candidates a row; unseeded,
@@ -363,7 +358,7 @@ static void test_seed_saves(void)
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed, 0, 0 };
+					     nb, tc->seed, 0 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
