@@ -97,6 +97,7 @@ int main(int argc, char **argv)
 	int provided, action = OPTIONS_RUN, code, threads;
 
 	mpi_single_node_defaults();
+	comm_io_defaults();
 	/* a stop (TERM, USR1) that comes while MPI starts is one too: the
 	 * handlers go in before MPI_Init, and again after it */
 	comm_watch_signals();

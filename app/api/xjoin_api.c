@@ -55,6 +55,7 @@ static int mpi_start(xj_status *st)
 		setenv("OMPI_MCA_pml", "ob1", 0);
 		setenv("OMPI_MCA_btl", "self,vader", 0);
 	}
+	comm_io_defaults();
 	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) !=
 	    MPI_SUCCESS)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "MPI_Init failed");

@@ -129,6 +129,11 @@ void comm_release(xj_comm *c)
 		MPI_Comm_free(&c->node);
 }
 
+void comm_io_defaults(void)
+{
+	setenv("OMPI_MCA_sharedfp", "individual", 0);
+}
+
 static volatile sig_atomic_t caught_signal;
 
 static void on_signal(int sig)

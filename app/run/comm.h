@@ -65,6 +65,18 @@ void xj_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void comm_quiet(int q);
 int comm_is_quiet(void);
 
+/* Before MPI_Init: Open MPI's shared file pointers by the individual
+ * component (OMPI_MCA_sharedfp=individual, unless the user set it).
+ * xjoin never uses them, but OMPIO opens a component at every
+ * MPI_File_open, and across nodes it chose lockedfile, whose lock file
+ * hung a job on a full disk: the rank whose lock file write failed went
+ * on to close the file (a barrier) while the others waited in the
+ * component's own barrier (tests/cluster/soak.py, 2026-11-27). With no
+ * component at all MPI_File_open fails; individual makes two empty
+ * files a rank beside the file, each rank its own, with no collective
+ * step, and removes them at the close. */
+void comm_io_defaults(void);
+
 int comm_init(xj_comm *c, xj_status *st);
 /* Split world into grid rows of pc ranks (rank = row * pc + col). */
 int comm_grid(xj_comm *c, int pc, xj_status *st);

@@ -41,6 +41,7 @@ import argparse
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,6 +125,29 @@ class Soak:
         return {i: self.cl.processes(i) for i in self.cl.nodes
                 if self.cl.pids(i)}
 
+    def stacks(self, nodes):
+        """The stacks of the xjoin processes still on nodes (gdb, 20 s
+        each at most), for a run that broke its bound: where it waits."""
+        if not shutil.which("gdb"):
+            return "(no gdb)"
+        out = []
+        for n in nodes:
+            for pid, name in self.cl.processes(n):
+                if name != "xjoin":
+                    continue
+                try:
+                    r = subprocess.run(
+                        ["gdb", "-p", str(pid), "-batch", "-nx",
+                         "-ex", "thread apply all bt 30"],
+                        capture_output=True, text=True, timeout=20)
+                    bt = [l for l in r.stdout.splitlines()
+                          if l.startswith(("#", "Thread"))]
+                except subprocess.TimeoutExpired:
+                    bt = ["(gdb timed out)"]
+                out.append("node %d pid %d:\n  %s" % (n, pid,
+                                                      "\n  ".join(bt)))
+        return "\n".join(out) or "(no xjoin left)"
+
     def round(self, rng, i, name, job, ref, t_clean):
         cl, ck = self.cl, self.ck
         kinds = self.args.kinds
@@ -169,6 +193,9 @@ class Soak:
             rc = None
         took = time.time() - t_fault
         left = {n: p for n, p in self.leftovers().items() if n in reach}
+        if rc is None or gone is None:
+            say("--- %s: over the bound; stacks ---\n%s"
+                % (what, self.stacks(reach)))
         after = progress_rows(out + ".progress")
         log.seek(0)
         text = log.read()
