@@ -131,7 +131,7 @@ void comm_release(xj_comm *c)
 
 void comm_io_defaults(void)
 {
-	setenv("OMPI_MCA_sharedfp", "individual", 0);
+	setenv("OMPI_MCA_io", "^ompio", 0);
 }
 
 static volatile sig_atomic_t caught_signal;

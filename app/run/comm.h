@@ -65,16 +65,16 @@ void xj_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void comm_quiet(int q);
 int comm_is_quiet(void);
 
-/* Before MPI_Init: Open MPI's shared file pointers by the individual
- * component (OMPI_MCA_sharedfp=individual, unless the user set it).
- * xjoin never uses them, but OMPIO opens a component at every
- * MPI_File_open, and across nodes it chose lockedfile, whose lock file
- * hung a job on a full disk: the rank whose lock file write failed went
- * on to close the file (a barrier) while the others waited in the
- * component's own barrier (tests/cluster/soak.py, 2026-11-27). With no
- * component at all MPI_File_open fails; individual makes two empty
- * files a rank beside the file, each rank its own, with no collective
- * step, and removes them at the close. */
+/* Before MPI_Init: Open MPI's MPI-IO through ROMIO, not OMPIO
+ * (OMPI_MCA_io=^ompio, unless the user set OMPI_MCA_io). On a file
+ * system that fills mid-run (2026-11-27, tests/cluster/soak.py and a
+ * 3-rank matrix on a small tmpfs), OMPIO in Open MPI 4.1 hung the job:
+ * its collective writes (fcoll vulcan) reported "No space left on
+ * device" but returned success, so the job went on to a collective
+ * flush that one rank left early; and its shared file pointer lock
+ * file, made at every MPI_File_open, hung the open across nodes
+ * (mismatched barriers). ROMIO returned the error to every rank (exit 4,
+ * nothing left) or wrote the whole result; it makes no file at open. */
 void comm_io_defaults(void);
 
 int comm_init(xj_comm *c, xj_status *st);
