@@ -82,20 +82,34 @@ export PYTHONUNBUFFERED=1 PMIX_MCA_pcompress_base_silence_warning=1
 t0=$(date +%s)
 step() { echo "# --- $* ($(($(date +%s) - t0)) s)"; }
 
-if [ $part = one ]; then
-	step "nvidia-smi"
-	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-	step "gpu_ab.sh --passes"
-	timeout 150 scripts/bench/gpu_ab.sh --bundle "$bundle" --passes \
+# ab SECONDS OPTION...: gpu_ab.sh into OUT/gpu-ab.log
+ab() {
+	local limit=$1
+	shift
+	step "gpu_ab.sh $*"
+	timeout "$limit" scripts/bench/gpu_ab.sh --bundle "$bundle" "$@" \
 		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
 	echo "gpu_ab exit $?"
 	rm -f /tmp/xj-ab/*.h5
-	step "gpu_vs_peers.sh (fp32, auto, sgemm, torch)"
-	timeout 170 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
-		--peers "sgemm torch" --tool-timeout 45 --work /tmp/xj-gb \
-		>"$out/gpu-bench.log" 2>&1
+}
+
+# bench SECONDS OPTION...: gpu_vs_peers.sh into OUT/gpu-bench.log
+bench() {
+	local limit=$1
+	shift
+	step "gpu_vs_peers.sh $*"
+	timeout "$limit" scripts/bench/gpu_vs_peers.sh --bundle "$bundle" "$@" \
+		--work /tmp/xj-gb >"$out/gpu-bench.log" 2>&1
 	echo "gpu_vs_peers exit $?"
 	rm -f /tmp/xj-gb/*.h5
+}
+
+step "nvidia-smi"
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+
+if [ $part = one ]; then
+	ab 150 --passes
+	bench 170 --peers "sgemm torch" --tool-timeout 45
 	step "gpu-check.sh, four instances"
 	i=0
 	for sec in 1 2,3 4,5,6 7; do
@@ -120,8 +134,6 @@ if [ $part = one ]; then
 fi
 
 if [ $part = focus ]; then
-	step "nvidia-smi"
-	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 	step "contract_cuda, test_cuda_backend"
 	for t in contract_cuda test_cuda_backend; do
 		( . "$bundle/env.sh" && timeout 120 "$bundle/bin/$t" ) \
@@ -129,29 +141,17 @@ if [ $part = focus ]; then
 		echo "$t exit $?"
 		grep -E '^ *(tests|asserts) ' "$out/contract-$t.log"
 	done
-	step "gpu_ab.sh --quick"
-	timeout 100 scripts/bench/gpu_ab.sh --bundle "$bundle" --quick \
-		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
-	echo "gpu_ab exit $?"
-	rm -f /tmp/xj-ab/*.h5
+	ab 100 --quick
 	step "gemm shapes"
 	( . "$bundle/env.sh" && py=python3 &&
 	  { python3 -c 'import torch' 2>/dev/null || py=/opt/torch/.venv/bin/python3; } &&
 	  timeout 30 "$py" scripts/bench/gpu_peers.py shapes ) \
 		>"$out/gemm-shapes.log" 2>&1
 	echo "shapes exit $?"
-	step "gpu_vs_peers.sh (fp32, auto, sgemm)"
-	timeout 110 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
-		--peers sgemm --tool-timeout 40 --work /tmp/xj-gb \
-		>"$out/gpu-bench.log" 2>&1
-	echo "gpu_vs_peers exit $?"
-	rm -f /tmp/xj-gb/*.h5
+	bench 110 --peers sgemm --tool-timeout 40
 fi
 
 if [ $part = check ] || [ $part = all ]; then
-	step "nvidia-smi"
-	nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-
 	step "gpu-check.sh"
 	timeout 400 scripts/gpu-check.sh --bundle "$bundle" --work /tmp/xj-gc \
 		>"$out/gpu-check.log" 2>&1
@@ -160,17 +160,8 @@ if [ $part = check ] || [ $part = all ]; then
 fi
 
 if [ $part = bench ] || [ $part = all ]; then
-	step "gpu_ab.sh"
-	timeout 150 scripts/bench/gpu_ab.sh --bundle "$bundle" --work /tmp/xj-ab \
-		>"$out/gpu-ab.log" 2>&1
-	echo "gpu_ab exit $?"
-	rm -f /tmp/xj-ab/*.h5
-
-	step "gpu_vs_peers.sh"
-	timeout 200 scripts/bench/gpu_vs_peers.sh --bundle "$bundle" \
-		--tool-timeout 60 --work /tmp/xj-gb >"$out/gpu-bench.log" 2>&1
-	echo "gpu_vs_peers exit $?"
-	rm -f /tmp/xj-gb/*.h5
+	ab 150
+	bench 200 --tool-timeout 60
 fi
 
 step "summary"
