@@ -82,27 +82,19 @@ export PYTHONUNBUFFERED=1 PMIX_MCA_pcompress_base_silence_warning=1
 t0=$(date +%s)
 step() { echo "# --- $* ($(($(date +%s) - t0)) s)"; }
 
-# ab SECONDS OPTION...: gpu_ab.sh into OUT/gpu-ab.log
-ab() {
-	local limit=$1
-	shift
-	step "gpu_ab.sh $*"
-	timeout "$limit" scripts/bench/gpu_ab.sh --bundle "$bundle" "$@" \
-		--work /tmp/xj-ab >"$out/gpu-ab.log" 2>&1
-	echo "gpu_ab exit $?"
-	rm -f /tmp/xj-ab/*.h5
+# bounded SCRIPT LOG WORK SECONDS OPTION...: scripts/bench/SCRIPT under a
+# time limit into OUT/LOG, its data in WORK removed after
+bounded() {
+	local script=$1 log=$2 work=$3 limit=$4
+	shift 4
+	step "$script $*"
+	timeout "$limit" "scripts/bench/$script" --bundle "$bundle" "$@" \
+		--work "$work" >"$out/$log" 2>&1
+	echo "$script exit $?"
+	rm -f "$work"/*.h5
 }
-
-# bench SECONDS OPTION...: gpu_vs_peers.sh into OUT/gpu-bench.log
-bench() {
-	local limit=$1
-	shift
-	step "gpu_vs_peers.sh $*"
-	timeout "$limit" scripts/bench/gpu_vs_peers.sh --bundle "$bundle" "$@" \
-		--work /tmp/xj-gb >"$out/gpu-bench.log" 2>&1
-	echo "gpu_vs_peers exit $?"
-	rm -f /tmp/xj-gb/*.h5
-}
+ab() { bounded gpu_ab.sh gpu-ab.log /tmp/xj-ab "$@"; }
+bench() { bounded gpu_vs_peers.sh gpu-bench.log /tmp/xj-gb "$@"; }
 
 step "nvidia-smi"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
