@@ -40,10 +40,12 @@ void h5out_partial_path(const char *path, char *buf, size_t size);
  * so the program ends without it (app/main.c). */
 int h5out_unclean(void);
 
-/* Not collective. Remove the lock files Open MPI's MPI-IO leaves beside
+/* Not collective. Remove the lock files Open MPI's OMPIO leaves beside
  * "<path>.partial" ("<path>.partial-JOBID-PID.lock", made when the ranks
  * of a file span several nodes) after a process that held the file
- * open died. Only for a file no live process has open. Returns how many
+ * open died: with OMPI_MCA_io set to use OMPIO (xjoin's default is
+ * ROMIO, which makes none: comm_io_defaults), or a file left by an older
+ * xjoin. Only for a file no live process has open. Returns how many
  * it removed. h5out_create and h5out_reopen call it on rank 0. */
 int h5out_unlink_locks(const char *path);
 
