@@ -7,20 +7,25 @@
 #   scripts/gpu-session.sh --bundle DIR --out DIR
 #                          [--part one|check|bench|focus|all]
 #
-# --part one (the whole session in one call of at most 9 minutes, about
-#   6.5 on an H100; a start costs a minute or more of the 15, so one
+# --part one (the whole session in one call of at most 9.2 minutes,
+#   about 6.5 on an H100; a start costs a minute or more of the 15, so one
 #   call leaves the most for the measurements):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
 #   2. gpu_ab.sh --passes, 50,000 x 1M: the pass shape's study (query
 #      rows a pass, rowsel's blocks an SM) in fp32, bf16, auto, k = 1000,
-#      the self-join, range joins on GPU and CPU (150 s at most)
+#      the self-join, range joins on GPU and CPU (130 s at most; 90 s on
+#      an H100)
 #                                               OUT/gpu-ab.log
 #   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32 and auto, the SGEMM
-#      alone and PyTorch (170 s at most)        OUT/gpu-bench.log
+#      alone and PyTorch (150 s at most; 94 s)  OUT/gpu-bench.log
 #   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
-#      4, 5, 6; 7), each with its own work folder (220 s at most)
+#      4, 5, 6; 7), each with its own work folder (190 s at most; 122 s)
 #                                               OUT/gpu-check.log (all
 #      four, then the sum), OUT/gpu-check-jobs.log
+#   5. gpu_profile.sh --rowsel: ncu's sections for the selection kernel
+#      (throughput, DRAM bytes, occupancy, stalls; 80 s at most)
+#                                               OUT/ncu-rowsel.txt,
+#                                               OUT/gpu-profile.log
 #
 # --part check (the first call):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
@@ -100,13 +105,13 @@ step "nvidia-smi"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 
 if [ $part = one ]; then
-	ab 150 --passes
-	bench 170 --peers "sgemm torch" --tool-timeout 45
+	ab 130 --passes
+	bench 150 --peers "sgemm torch" --tool-timeout 40
 	step "gpu-check.sh, four instances"
 	i=0
 	for sec in 1 2,3 4,5,6 7; do
 		i=$((i + 1))
-		timeout 220 scripts/gpu-check.sh --bundle "$bundle" \
+		timeout 190 scripts/gpu-check.sh --bundle "$bundle" \
 			--work /tmp/xj-gc$i --sections $sec \
 			>"$out/gpu-check-$i.log" 2>&1 &
 	done
@@ -123,6 +128,10 @@ if [ $part = one ]; then
 			"$out"/gpu-check-[1-4].log
 	} >"$out/gpu-check.log"
 	rm -f "$out"/gpu-check-[1-4].log
+	step "gpu_profile.sh --rowsel (ncu on the selection kernel)"
+	timeout 80 scripts/bench/gpu_profile.sh --bundle "$bundle" --rowsel \
+		--work /tmp/xj-prof --out "$out" >"$out/gpu-profile.log" 2>&1
+	echo "gpu_profile exit $?"
 fi
 
 if [ $part = focus ]; then
@@ -161,4 +170,6 @@ grep -h -E '^(gpu:|driver|commit|[0-9]+ passed)|^FAIL' "$out/gpu-check.log" 2>/d
 grep -h '^shape' "$out/gemm-shapes.log" 2>/dev/null
 grep -h -E '^(time|#? *[a-z]+ +[0-9.]+ +[0-9.]+|  [a-z]|# [a-z-]+ vs|# .* (stopped|failed)|# xjoin)' \
 	"$out/gpu-ab.log" "$out/gpu-bench.log" 2>/dev/null
+grep -h -E 'DRAM Throughput|Memory Throughput|Achieved Occupancy|# (no ncu|ncu failed)' \
+	"$out/gpu-profile.log" 2>/dev/null | head -8
 exit 0

@@ -3,7 +3,7 @@
 #
 #   scripts/bench/gpu_profile.sh [--bundle DIR] [--queries Q] [--rows N]
 #                                [--ncu-queries Q2] [--ncu-rows N2]
-#                                [--no-ncu] [--tag NAME]
+#                                [--no-ncu] [--tag NAME] [--rowsel]
 #                                [--work DIR] [--out DIR]
 #
 # On Q x N x 128 synthetic rows (`xjoin gen`; default 100,000 x 1,000,000),
@@ -21,6 +21,12 @@
 # and prints a table of mean microseconds per launch and share per kernel
 # name. --no-ncu stops after step 1; --tag NAME names a variant (e.g. a
 # run under XJ_CUDA_MERGE_SORT=radix) in the file names and `time` lines.
+# --rowsel runs only ncu's sections for the top-k's selection kernel
+# (rowsel_kernel, 3 launches after the first 4, on the Q2 x N2 job):
+# throughput against the card's peak, DRAM bytes, occupancy and the warps'
+# stall reasons, into OUT/ncu-rowselNAME.txt, with the lines that say
+# whether the scan runs at the memory's rate (2026-11-27 on an H100 it
+# read the tile at 1.2 TB/s of 3.35).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +39,7 @@ nr=200000
 work=${TMPDIR:-/tmp}/xjoin-gpu-profile
 out=
 ncu_on=1
+rowsel=0
 tag=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -44,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--work) work=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--no-ncu) ncu_on=0; shift ;;
+	--rowsel) rowsel=1; shift ;;
 	--tag) tag=$2; shift 2 ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "gpu_profile.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -59,6 +67,24 @@ fi
 out=${out:-$work}
 mkdir -p "$work" "$out" || exit 1
 nvidia-smi -L 2>/dev/null || { echo "no GPU: skipped"; exit 0; }
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+small=$work/syn-$nq-$nr.h5
+if [ $rowsel = 1 ]; then
+	[ -n "$ncu" ] || { echo "# no ncu: the selection kernel's sections skipped"; exit 0; }
+	[ -f "$small" ] || "$xjoin" gen --rows "$nr" --queries "$nq" --dim 128 \
+		-o "$small" --quiet || exit 1
+	"$ncu" --clock-control none --kernel-name regex:rowsel_kernel \
+		--launch-skip 4 --launch-count 3 --section SpeedOfLight \
+		--section MemoryWorkloadAnalysis --section Occupancy \
+		--section WarpStateStats --section LaunchStats \
+		"$xjoin" topk -q "$small" -b "$small" -k 10 -m l2 --device gpu \
+		--precision fp32 -o "$work/out.h5" --force --quiet \
+		>"$out/ncu-rowsel$tag.txt" 2>"$work/ncu-rowsel$tag.err" ||
+		{ echo "# ncu failed:"; tail -5 "$work/ncu-rowsel$tag.err"; exit 1; }
+	grep -E 'rowsel_kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers Per|Stall|L2 Hit' \
+		"$out/ncu-rowsel$tag.txt" | head -40
+	exit 0
+fi
 data=$work/syn-$queries-$rows.h5
 [ -f "$data" ] || "$xjoin" gen --rows "$rows" --queries "$queries" --dim 128 \
 	-o "$data" --quiet || exit 1
@@ -78,12 +104,10 @@ PY
 done
 
 [ $ncu_on = 1 ] || exit 0
-small=$work/syn-$nq-$nr.h5
 [ -f "$small" ] || "$xjoin" gen --rows "$nr" --queries "$nq" --dim 128 \
 	-o "$small" --quiet || exit 1
 job=(topk -q "$small" -b "$small" -k 10 -m l2 --device gpu -o "$work/out.h5"
      --force --quiet)
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "# no ncu: kernel shares skipped"; exit 0; }
 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
 	--launch-skip 1000 --launch-count 80 --csv --print-units base \
