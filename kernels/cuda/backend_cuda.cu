@@ -279,7 +279,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, seed, timing, sym;
+	int64_t pipe, cols, rows, blocks, warp, seed, timing, sym;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -294,6 +294,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_PASS_ROWS", 4 * XJ_CUDA_TQ, XJ_CUDA_TQ,
 		    16 * XJ_CUDA_TQ, &rows, st) ||
 	    env_int("XJ_CUDA_RS_BLOCKS", 8, 4, 8, &blocks, st) ||
+	    env_int("XJ_CUDA_RS_WARP", 0, 0, 1, &warp, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st))
@@ -321,6 +322,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->pass_cols = cols;
 	t->pass_rows = rows;
 	t->rs_blocks = (int)blocks;
+	t->rs_warp = (int)warp;
 	t->seed = (int)seed;
 	t->timing = (int)timing;
 	t->sym = (int)sym;
@@ -611,9 +613,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
+		 c->tune.rowsel && c->tune.rs_warp ? " warp/row" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
 		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
 		 (long long)c->prows,

@@ -92,6 +92,9 @@
  *                blocks an SM (64 registers a thread, a few spilled;
  *                default: on an H100, 50,000 x 1M, k = 1000 ran 12-15%
  *                faster, k = 10 up to 5%) or 4 (128 registers)
+ *   XJ_CUDA_RS_WARP=0|1          rowsel: a block of 128 threads a row (0,
+ *                default) or a warp a row, four rows a block with no
+ *                barrier across them (1)
  *   XJ_CUDA_PIPELINE=1|0         rowsel's GEMMs on a stream of their own
  *                into two tile buffers, so a pass's GEMM runs beside the
  *                previous pass's selection (default 1)
@@ -294,6 +297,7 @@ typedef struct backend_cuda_host_pass {
 	int64_t tq, tb, pass_cols;
 	int seed;
 	int whole;              /* XJ_CUDA_SCAN=pass */
+	int warp;               /* XJ_CUDA_RS_WARP=1 */
 } backend_cuda_host_pass;
 
 /* xjc_seed_gate (canonical.cuh): the gate of a row whose k eligible

@@ -89,6 +89,7 @@ typedef struct cuda_tuning {
 				 * a multiple of XJ_CUDA_TQ */
 	int rs_blocks;          /* XJ_CUDA_RS_BLOCKS: rowsel's kernel built
 				 * for at least 4 or 8 blocks an SM */
+	int rs_warp;            /* XJ_CUDA_RS_WARP: a warp per row */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */

@@ -239,6 +239,8 @@ struct rs_dev_lanes {
 };
 
 struct rs_dev_block {
+	static constexpr int NT = RS_THREADS, NW = RS_WARPS;
+
 	template <class F>
 	__device__ void each(F f)
 	{
@@ -259,6 +261,41 @@ struct rs_dev_block {
 
 		f((int)(threadIdx.x >> 5), l);
 		__syncthreads();
+	}
+	__device__ int add(int *p, int v) { return atomicAdd(p, v); }
+	__device__ void add64(unsigned long long *p, unsigned long long v)
+	{
+		atomicAdd(p, v);
+	}
+};
+
+/* One warp as a row's block (XJ_CUDA_RS_WARP=1): its phases end in
+ * __syncwarp, which orders the warp's shared and global accesses, and
+ * the other warps of the CUDA block run rows of their own. */
+struct rs_dev_warp {
+	static constexpr int NT = 32, NW = 1;
+	int lane;
+
+	template <class F>
+	__device__ void each(F f)
+	{
+		f(lane);
+		__syncwarp();
+	}
+	template <class F>
+	__device__ void one(F f)
+	{
+		if (lane == 0)
+			f();
+		__syncwarp();
+	}
+	template <class F>
+	__device__ void warps(F f)
+	{
+		rs_dev_lanes l = { lane };
+
+		f(0, l);
+		__syncwarp();
 	}
 	__device__ int add(int *p, int v) { return atomicAdd(p, v); }
 	__device__ void add64(unsigned long long *p, unsigned long long v)
@@ -297,11 +334,14 @@ struct rs_host_lanes {
 	XJC_HD void sync() const {}
 };
 
+template <int N>
 struct rs_host_block {
+	static constexpr int NT = N, NW = N / 32;
+
 	template <class F>
 	XJC_HD void each(F f)
 	{
-		for (int t = 0; t < RS_THREADS; t++)
+		for (int t = 0; t < NT; t++)
 			f(t);
 	}
 	template <class F>
@@ -314,7 +354,7 @@ struct rs_host_block {
 	{
 		rs_host_lanes l;
 
-		for (int w = 0; w < RS_WARPS; w++)
+		for (int w = 0; w < NW; w++)
 			f(w, l);
 	}
 	XJC_HD int add(int *p, int v)
@@ -342,11 +382,11 @@ XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 {
 	for (int shift = 24; shift >= 0; shift -= 8) {
 		blk.each([&](int t) {
-			for (int b = t; b < 256; b += RS_THREADS)
+			for (int b = t; b < 256; b += BLK::NT)
 				sh.hist[b] = 0;
 		});
 		blk.each([&](int t) {
-			for (int c = c0 + t; c < c1; c += RS_THREADS) {
+			for (int c = c0 + t; c < c1; c += BLK::NT) {
 				uint32_t u;
 
 				if (c == self_col)
@@ -411,7 +451,7 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 		sh.ns = 0;
 	});
 	blk.warps([&](int w, const auto &lanes) {
-		for (int i = b0 + w; i < b1; i += RS_WARPS) {
+		for (int i = b0 + w; i < b1; i += BLK::NW) {
 			int c = slots[i];
 			int64_t j = a.j0 + c;
 			const float *b = a.bx + j * a.d;
@@ -476,10 +516,10 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	});
 	blk.each([&](int t) {
 		xjc_merge_part(lv, sh.na, cv, ns, sh.keep, a.k, tk, ti, t,
-			       RS_THREADS);
+			       BLK::NT);
 	});
 	blk.each([&](int t) {
-		for (int64_t p = sh.keep + t; p < sh.nout; p += RS_THREADS) {
+		for (int64_t p = sh.keep + t; p < sh.nout; p += BLK::NT) {
 			lk[p] = tk[p];
 			li[p] = ti[p];
 		}
@@ -514,19 +554,19 @@ XJC_HD void rs_scan_sub(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 		float thr = sh.thr;
 
 		/* RS_UNROLL loads in flight before the compares */
-		for (int c = c0 + t; c < c1; c += RS_THREADS * RS_UNROLL) {
+		for (int c = c0 + t; c < c1; c += BLK::NT * RS_UNROLL) {
 			float v[RS_UNROLL];
 
 			RS_UNROLL_LOOP
 			for (int u = 0; u < RS_UNROLL; u++) {
-				int cu = c + u * RS_THREADS;
+				int cu = c + u * BLK::NT;
 
 				v[u] = cu < c1 ? rs_value(a, grow, cu)
 					       : INFINITY;
 			}
 			RS_UNROLL_LOOP
 			for (int u = 0; u < RS_UNROLL; u++) {
-				int cu = c + u * RS_THREADS;
+				int cu = c + u * BLK::NT;
 
 				if (v[u] <= thr && cu < c1 && cu != self_col)
 					slots[blk.add(&sh.n, 1)] = cu;
@@ -552,7 +592,7 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 	int nv = vec ? (c1 - c0) / 4 : 0;
 
 	blk.each([&](int t) {
-		for (int s = t; s < nsub; s += RS_THREADS)
+		for (int s = t; s < nsub; s += BLK::NT)
 			sh.tsub[s] = xjc_scan_threshold(a.m, a.d, sh.gate,
 							a.qq[r], a.qnorm[r],
 							a.submax[jt + s],
@@ -564,19 +604,19 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 		/* groups of 4 columns, RS_UNROLL loads in flight; a group
 		 * never straddles sub-tiles (tb and its first column are
 		 * multiples of 4) */
-		for (int v = t; v < nv; v += RS_THREADS * RS_UNROLL) {
+		for (int v = t; v < nv; v += BLK::NT * RS_UNROLL) {
 			float x[RS_UNROLL][4];
 
 			RS_UNROLL_LOOP
 			for (int u = 0; u < RS_UNROLL; u++) {
-				int vu = v + u * RS_THREADS;
+				int vu = v + u * BLK::NT;
 
 				if (vu < nv)
 					rs_value4(a, grow, c0 + 4 * vu, x[u]);
 			}
 			RS_UNROLL_LOOP
 			for (int u = 0; u < RS_UNROLL; u++) {
-				int vu = v + u * RS_THREADS, c = c0 + 4 * vu;
+				int vu = v + u * BLK::NT, c = c0 + 4 * vu;
 				float thr;
 
 				if (vu >= nv)
@@ -587,7 +627,7 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 						slots[blk.add(&sh.n, 1)] = c + e;
 			}
 		}
-		for (int c = c0 + 4 * nv + t; c < c1; c += RS_THREADS) {
+		for (int c = c0 + 4 * nv + t; c < c1; c += BLK::NT) {
 			float thr = sh.tsub[c < e0 ? 0 : 1 + (c - e0) / tb];
 
 			if (rs_value(a, grow, c) <= thr && c != self_col)
@@ -645,9 +685,9 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
 				    self_col);
 		}
 		n = sh.n;
-		for (int b0 = 0; b0 < n; b0 += RS_BATCH)
+		for (int b0 = 0; b0 < n; b0 += BLK::NT)
 			rs_batch(blk, sh, a, r, grow, slots, b0,
-				 b0 + RS_BATCH < n ? b0 + RS_BATCH : n, bmax);
+				 b0 + BLK::NT < n ? b0 + BLK::NT : n, bmax);
 		c0 = c1;
 	}
 	blk.one([&] {   /* most rows of a late pass add nothing */
@@ -676,6 +716,22 @@ rowsel_kernel(rowsel_args a)
 
 	rowsel_row(blk, sh, a, (int)blockIdx.x);
 }
+
+/* A warp per row (XJ_CUDA_RS_WARP=1): RS_WARPS rows a CUDA block, with
+ * no barrier across them, so a row's phases of one thread (its gate,
+ * count and list reads) wait beside other rows' loads. */
+template <int minb>
+__global__ void __launch_bounds__(RS_THREADS, minb)
+rowsel_warp_kernel(rowsel_args a, int tq)
+{
+	__shared__ rs_shared sh[RS_WARPS];
+	int w = (int)(threadIdx.x >> 5);
+	int r = (int)blockIdx.x * RS_WARPS + w;
+	rs_dev_warp blk = { (int)(threadIdx.x & 31) };
+
+	if (r < tq)
+		rowsel_row(blk, sh[w], a, r);
+}
 #endif
 
 static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
@@ -691,16 +747,24 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 }
 
 #ifdef __CUDACC__
-/* Rows [0, tq) of the tile, one block each, on stream s, in the build
- * of at least minb (4 or 8) blocks an SM. */
-static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
-		  xj_status *st)
+/* Rows [0, tq) of the tile, one block each (warp: one warp each), on
+ * stream s, in the build of at least minb (4 or 8) blocks an SM. */
+static int rowsel(const rowsel_args &a, int tq, int minb, int warp,
+		  cudaStream_t s, xj_status *st)
 {
+	int wgrid = (tq + RS_WARPS - 1) / RS_WARPS;
+
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
 	if (tq == 0 || a.ncols == 0)
 		return XJ_OK;
-	if (minb == 8) {
+	if (warp && minb == 8) {
+		rowsel_warp_kernel<8><<<wgrid, RS_THREADS, 0, s>>>(a, tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<8>);
+	} else if (warp) {
+		rowsel_warp_kernel<4><<<wgrid, RS_THREADS, 0, s>>>(a, tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<4>);
+	} else if (minb == 8) {
 		rowsel_kernel<8><<<tq, RS_THREADS, 0, s>>>(a);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
 	} else {
@@ -712,19 +776,28 @@ static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
 #endif
 
 /* The same rows on the host, one after the other (a's pointers are host
- * memory). */
-static int rowsel_host(const rowsel_args &a, int tq, xj_status *st)
+ * memory), as blocks of N threads (128, or 32: a warp a row). */
+template <int N>
+static void rowsel_host_rows(const rowsel_args &a, int tq)
 {
-	rs_host_block blk;
+	rs_host_block<N> blk;
 
-	if (rowsel_args_check(a, tq, st))
-		return st->code;
 	for (int r = 0; r < tq; r++) {
 		rs_shared sh;
 
 		memset(&sh, 0xa5, sizeof(sh));   /* poison */
 		rowsel_row(blk, sh, a, r);
 	}
+}
+
+static int rowsel_host(const rowsel_args &a, int tq, int warp, xj_status *st)
+{
+	if (rowsel_args_check(a, tq, st))
+		return st->code;
+	if (warp)
+		rowsel_host_rows<32>(a, tq);
+	else
+		rowsel_host_rows<RS_THREADS>(a, tq);
 	return XJ_OK;
 }
 

@@ -27,9 +27,10 @@
 # the GPU and on the CPU (all cores). --quick keeps the first six, k =
 # 1000 and the self-joins. --passes runs the pass shape's study instead
 # of the first list: the tile kernels as the reference, then
-# XJ_CUDA_PASS_ROWS (512, 1024, the default 2048, 4096) and
-# XJ_CUDA_RS_BLOCKS=8 in fp32, bf16 (and 1,024 x 8,192 passes, whose
-# tile stays in L2), auto, k = 1000; then the self-joins and range joins.
+# XJ_CUDA_PASS_ROWS (512, 1024, the default 2048, 4096),
+# XJ_CUDA_RS_BLOCKS=4 (8 is the default) and XJ_CUDA_RS_WARP=1 (a warp a
+# row) in fp32, bf16 (and 1,024 x 8,192 passes, whose tile stays in L2),
+# auto, k = 1000; then the self-joins and range joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -128,16 +129,18 @@ if [ $passes = 1 ]; then
 		run rows512-$p tile-fp32 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 10 --precision $p
 		run rowsel-$p tile-fp32 -- "${job[@]}" -k 10 --precision $p
 		run rows1024-$p tile-fp32 XJ_CUDA_PASS_ROWS=1024 -- "${job[@]}" -k 10 --precision $p
-		run occ8-$p tile-fp32 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 10 --precision $p
+		run occ4-$p tile-fp32 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision $p
+		run warp-$p tile-fp32 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 10 --precision $p
 	done
 	run rows4096-fp32 tile-fp32 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp32
-	run occ8-rows512-fp32 tile-fp32 XJ_CUDA_RS_BLOCKS=8 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 10 --precision fp32
+	run warp4-fp32 tile-fp32 XJ_CUDA_RS_WARP=1 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp32
 	run r1024c8k-bf16 tile-fp32 XJ_CUDA_PASS_ROWS=1024 XJ_CUDA_PASS_COLS=8192 -- "${job[@]}" -k 10 --precision bf16
 	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 	run rows512-fp32-k1000 tile-fp32-k1000 XJ_CUDA_PASS_ROWS=512 -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
-	run occ8-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_BLOCKS=8 -- "${job[@]}" -k 1000 --precision fp32
+	run occ4-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 1000 --precision fp32
+	run warp-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
 else
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
