@@ -20,8 +20,10 @@
  * a thread and b = 4,096 on a CPU, 16,384 and 65,536 on a GPU, at d = 128;
  * best of two after a warm-up run), and the model that predicts the job's n x m
  * fastest wins. Jobs under 50 GFLOP (CPU) or 10 TFLOP (GPU;
- * XJOIN_CALIB_MIN_GFLOP sets another floor) take fp32 unmeasured. Rank 0
- * measures and every rank takes its choice.
+ * XJOIN_CALIB_MIN_GFLOP sets another floor) are not measured: they take
+ * the cached model of their shape when there is one, else bf16 on a CPU
+ * that multiplies bf16 natively, else fp32. Rank 0 decides and every
+ * rank takes its choice.
  *
  * The cache is one INI file (calib_cache_path: $XJOIN_CACHE_DIR, else
  * $XDG_CACHE_HOME/xjoin, else ~/.cache/xjoin, file precision.ini) that a

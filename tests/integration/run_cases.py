@@ -2303,7 +2303,8 @@ def case_calibration(ctx, ranks):
     """--precision auto (the default) measures the candidates on samples
     of the job (here a 3 GFLOP job, the floor lowered by
     XJOIN_CALIB_MIN_GFLOP) and caches their models: the first run says
-    'measured', the next 'cached'; a corrupt, cut or foreign cache is
+    'measured', the next 'cached', and under the floor the cached model
+    too, else bf16 or fp32 unmeasured; a corrupt, cut or foreign cache is
     ignored with one warning and measured again (and rewritten); a cache
     that cannot be written warns once and the run goes on; two jobs that
     measure at once leave a valid file; two ranks take rank 0's choice;
@@ -2345,6 +2346,15 @@ def case_calibration(ctx, ranks):
         auto("first run", expect="measured the fastest")
         ctx.check(os.path.exists(cfile), "no cache file written")
         auto("second run", expect="cached model")
+        # under the floor: the cached model, never a measurement
+        os.environ["XJOIN_CALIB_MIN_GFLOP"] = "100"
+        auto("small job, cached", expect="cached model")
+        os.environ["XJOIN_CACHE_DIR"] = ctx.path("empty-cache")
+        auto("small job, no cache", expect="is not measured")
+        ctx.check(not os.path.exists(ctx.path("empty-cache")),
+                  "a small job measured and wrote a cache")
+        os.environ["XJOIN_CACHE_DIR"] = cache
+        os.environ["XJOIN_CALIB_MIN_GFLOP"] = "1"
         # one thread a rank: another key (threads are part of it)
         auto("two ranks", nranks=2, expect="auto: ")
         with open(cfile) as f:
