@@ -30,7 +30,9 @@
 # XJ_CUDA_PASS_ROWS (512, 1024, the default 2048, 4096),
 # XJ_CUDA_RS_BLOCKS=4 (8 is the default) and XJ_CUDA_RS_WARP=1 (a warp a
 # row) in fp32, bf16 (and 1,024 x 8,192 passes, whose tile stays in L2),
-# auto, k = 1000; then the self-joins and range joins.
+# auto, k = 1000, and the scan alone (a threshold no pair passes: the
+# read of the tile) by block and by warp; then the self-joins and range
+# joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -142,6 +144,10 @@ if [ $passes = 1 ]; then
 	run occ4-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 1000 --precision fp32
 	run warp-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
+	# the scan alone: a threshold no pair passes (nothing rescored)
+	run scan-tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32 -t 0.001
+	run scan-fp32 scan-tile-fp32 -- "${job[@]}" -k 10 --precision fp32 -t 0.001
+	run scan-warp-fp32 scan-tile-fp32 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 10 --precision fp32 -t 0.001
 else
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
 run subscan-fp32 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision fp32
