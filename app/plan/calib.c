@@ -363,7 +363,6 @@ static int fastest(const cand *cd, int n, const xj_job *job, char *words,
 	return best;
 }
 
-/* Rank 0: the choice, from the cache or measured. */
 /* The cached model's choice for this job's key into *choice and why: 1;
  * 0 when there is none (e, path, cd and n are the caller's, for the
  * measurement that follows); a bad cache says so once when measure is
@@ -425,6 +424,7 @@ static void decide_small(xj_job *job, const xj_comm *c,
 		 "; this CPU multiplies bf16 natively" : "");
 }
 
+/* Rank 0: the choice, from the cache or measured. */
 static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 		   const h5in_info *qi, const h5in_info *bi, xj_command cmd,
 		   int threads, cand *choice, char *why, size_t wn)
