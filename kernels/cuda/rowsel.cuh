@@ -27,7 +27,7 @@
  *            of barriers and one batch a pass instead of one a sub-tile
  *            (the passes' cost was that chain's latency, 18-21 us a
  *            sub-tile at 512 rows on an H100, not the bytes).
- *   batches  of RS_BATCH kept columns, each:
+ *   batches  of up to BLK::NT kept columns, each:
  *     rescore  a warp per candidate that still passes the scan under the
  *              row's current gate (a merge may have tightened it): the
  *              lanes sum the canonical terms of dimension elements lane,
@@ -56,11 +56,14 @@
  * partial chains. Rows with no candidate cost one read of their tile row.
  *
  * Host and device run the same code: rowsel_row is written against a
- * block (phases that end in a barrier: each thread, one thread, or each
- * warp with its lanes' sums), which rs_dev_block runs with CUDA threads
- * and rs_host_block as loops on the host, so the tests run the pass on
- * any machine (backend_cuda_host_topk). Block-uniform values live in
- * rs_shared and are read after the barrier that follows their write.
+ * block of BLK::NT threads (phases that end in a barrier: each thread,
+ * one thread, or each warp with its lanes' sums), which rs_dev_block runs
+ * with a CUDA block of 128 threads, rs_dev_warp with one warp
+ * (XJ_CUDA_RS_WARP=1: four rows a CUDA block, phases ending in
+ * __syncwarp) and rs_host_block as loops on the host, so the tests run
+ * the pass on any machine (backend_cuda_host_topk) in either shape.
+ * Block-uniform values live in rs_shared and are read after the barrier
+ * that follows their write. A batch holds up to BLK::NT candidates.
  */
 #ifndef XJ_CUDA_ROWSEL_CUH
 #define XJ_CUDA_ROWSEL_CUH
@@ -71,7 +74,8 @@
 
 #define RS_THREADS 128
 #define RS_WARPS (RS_THREADS / 32)
-#define RS_BATCH RS_THREADS    /* rank sort: one thread per survivor */
+#define RS_BATCH RS_THREADS    /* the largest batch (rs_shared's arrays):
+				* the rank sort's thread per survivor */
 #define RS_UNROLL 8            /* the scan's loads in flight a thread */
 #define RS_MAXSUB 80           /* sub-tiles one pass-wide scan covers */
 
