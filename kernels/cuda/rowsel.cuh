@@ -38,7 +38,7 @@
  *              threshold is set and its key does not pass it, or when the
  *              list is full and (key, index) is not before its last entry.
  *     sort     the survivors by (key, index), each thread the rank of one
- *              (RS_BATCH^2 compares in all, no sort network).
+ *              (BLK::NT^2 compares in all, no sort network).
  *     merge    by rank (rank.cuh) into the row's list through its scratch
  *              row; a full list sets the gate to min(gate,
  *              metric_gate_approx(last key), gate of the threshold).
