@@ -365,10 +365,10 @@ static int fastest(const cand *cd, int n, const xj_job *job, char *words,
 
 /* The cached model's choice for this job's key into *choice and why: 1;
  * 0 when there is none (e, path, cd and n are the caller's, for the
- * measurement that follows); a bad cache says so once when measure is
- * set (the measurement rewrites it). */
+ * measurement that follows); a bad cache says so once when warn is set
+ * (the measurement that follows rewrites it). */
 static int cached(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
-		  xj_command cmd, int threads, int measure, calib_entry *e,
+		  xj_command cmd, int threads, int warn, calib_entry *e,
 		  char *path, cand *cd, int n, cand *choice, char *why,
 		  size_t wn)
 {
@@ -379,7 +379,7 @@ static int cached(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	cache_key(job, c, dev, cmd, threads, e->key, sizeof(e->key));
 	calib_cache_path(path, XJ_PATH_MAX);
 	got = path[0] ? calib_cache_get(path, e->key, e, msg, sizeof(msg)) : 0;
-	if (got < 0 && measure)
+	if (got < 0 && warn)
 		fprintf(stderr, "xjoin: warning: precision cache %s ignored (%s); "
 			"measuring again\n", path, msg);
 	if (got > 0 && models_parse(e->times, cd, n) == 0 &&
@@ -391,7 +391,7 @@ static int cached(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 			why[wn - 1] = 0;
 		return 1;
 	}
-	if (got > 0 && measure)
+	if (got > 0 && warn)
 		fprintf(stderr, "xjoin: warning: precision cache %s holds "
 			"candidates this build or device cannot run; measuring "
 			"again\n", path);

@@ -682,9 +682,9 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 		cuda_tuning tu;
 		xj_status ignore;
 
-		/* a bad variable fails backend_cuda_create; count the defaults */
 		double pr;
 
+		/* a bad variable fails backend_cuda_create; count the defaults */
 		if (cuda_tuning_get(&tu, &ignore)) {
 			tu.rowsel = 1;
 			tu.pipeline = 1;

@@ -286,6 +286,12 @@ fail:
 
 /* ---- host: drain and order -------------------------------------------- */
 
+/* The host threads of the ordering: cfg.threads, 0 for OpenMP's default. */
+static int range_threads(const cuda_backend *c)
+{
+	return c->cfg.threads > 0 ? c->cfg.threads : omp_get_max_threads();
+}
+
 /* Copy the n pairs of the device buffer into a new host block and empty
  * the buffer; the compute stream is idle when this returns. */
 static int range_drain(cuda_backend *c, int64_t n, xj_status *st)
@@ -373,9 +379,10 @@ static int range_room(cuda_backend *c, int64_t need, xj_status *st)
 /*
  * The pairs of blocks blk[0, nblk) (rows in [0, rows)) into row order:
  * count[i] the pairs of row i, (okey, oidx) each row's pairs sorted by
- * (key, index). free_blocks: each block's memory is freed once it is
- * scattered. XJ_OK, or XJ_EXIT_INTERNAL for a row out of range (count
- * and the output are then unspecified).
+ * (key, index), the rows sorted on threads OpenMP threads. free_blocks:
+ * each block's memory is freed once it is scattered. XJ_OK, or
+ * XJ_EXIT_INTERNAL for a row out of range (count and the output are then
+ * unspecified).
  */
 static int range_order(int64_t rows, range_block *blk, int nblk,
 		       int free_blocks, int64_t *count, float *okey,
@@ -413,8 +420,6 @@ static int range_order(int64_t rows, range_block *blk, int nblk,
 	/* each row in place, rows in parallel (cursor[i] is now the end of
 	 * row i): at ~1,000 pairs a row this sort is most of a GPU range
 	 * join's time */
-	if (threads < 1)
-		threads = omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
 	for (int64_t i = 0; i < rows; i++)
 		topk_sort(okey + cursor[i] - count[i], oidx + cursor[i] - count[i],
@@ -555,7 +560,7 @@ static int range_end_run(cuda_backend *c, int64_t *count, xj_status *st)
 			       (long long)r->total * 12);
 	}
 	rc = range_order(r->qrows, r->blk, r->nblk, 1, count, r->key, r->idx,
-			 cursor, c->cfg.threads);
+			 cursor, range_threads(c));
 	free(cursor);
 	for (int b = 0; b < r->nblk; b++)   /* all, when the order failed */
 		free(r->blk[b].mem);
@@ -572,7 +577,7 @@ static int range_take_run(cuda_backend *c, int64_t *idx, float *val,
 {
 	struct cuda_range *r = c->range;
 	xj_metric m = c->cfg.metric;
-	int nt = c->cfg.threads > 0 ? c->cfg.threads : omp_get_max_threads();
+	int nt = range_threads(c);
 
 	if (!r || !r->ended)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before range_end");

@@ -58,10 +58,10 @@
  * Host and device run the same code: rowsel_row is written against a
  * block of BLK::NT threads (phases that end in a barrier: each thread,
  * one thread, or each warp with its lanes' sums), which rs_dev_block runs
- * with a CUDA block of 128 threads, rs_dev_warp with one warp
- * (XJ_CUDA_RS_WARP=1: four rows a CUDA block, phases ending in
- * __syncwarp) and rs_host_block as loops on the host, so the tests run
- * the pass on any machine (backend_cuda_host_topk) in either shape.
+ * with a CUDA block of 128 threads or with one warp (XJ_CUDA_RS_WARP=1:
+ * four rows a CUDA block, phases ending in __syncwarp), and
+ * rs_host_block as loops on the host, so the tests run the pass on any
+ * machine (backend_cuda_host_topk) in either shape.
  * Block-uniform values live in rs_shared and are read after the barrier
  * that follows their write. A batch holds up to BLK::NT candidates.
  */
@@ -242,64 +242,43 @@ struct rs_dev_lanes {
 	__device__ void sync() const { __syncwarp(); }
 };
 
+/* A row's block of N threads, t the thread's index in it: a CUDA block
+ * of 128 (rowsel_kernel), whose phases end in __syncthreads, or one warp
+ * (N = 32, XJ_CUDA_RS_WARP=1: rowsel_warp_kernel, four rows a CUDA
+ * block), whose phases end in __syncwarp, which orders the warp's shared
+ * and global accesses; the other warps run rows of their own. */
+template <int N>
 struct rs_dev_block {
-	static constexpr int NT = RS_THREADS, NW = RS_WARPS;
+	static constexpr int NT = N, NW = N / 32;
+	int t;
 
+	__device__ void sync()
+	{
+		if constexpr (N == 32)
+			__syncwarp();
+		else
+			__syncthreads();
+	}
 	template <class F>
 	__device__ void each(F f)
 	{
-		f((int)threadIdx.x);
-		__syncthreads();
+		f(t);
+		sync();
 	}
 	template <class F>
 	__device__ void one(F f)
 	{
-		if (threadIdx.x == 0)
+		if (t == 0)
 			f();
-		__syncthreads();
+		sync();
 	}
 	template <class F>
 	__device__ void warps(F f)
 	{
-		rs_dev_lanes l = { (int)(threadIdx.x & 31) };
+		rs_dev_lanes l = { t & 31 };
 
-		f((int)(threadIdx.x >> 5), l);
-		__syncthreads();
-	}
-	__device__ int add(int *p, int v) { return atomicAdd(p, v); }
-	__device__ void add64(unsigned long long *p, unsigned long long v)
-	{
-		atomicAdd(p, v);
-	}
-};
-
-/* One warp as a row's block (XJ_CUDA_RS_WARP=1): its phases end in
- * __syncwarp, which orders the warp's shared and global accesses, and
- * the other warps of the CUDA block run rows of their own. */
-struct rs_dev_warp {
-	static constexpr int NT = 32, NW = 1;
-	int lane;
-
-	template <class F>
-	__device__ void each(F f)
-	{
-		f(lane);
-		__syncwarp();
-	}
-	template <class F>
-	__device__ void one(F f)
-	{
-		if (lane == 0)
-			f();
-		__syncwarp();
-	}
-	template <class F>
-	__device__ void warps(F f)
-	{
-		rs_dev_lanes l = { lane };
-
-		f(0, l);
-		__syncwarp();
+		f(t >> 5, l);
+		sync();
 	}
 	__device__ int add(int *p, int v) { return atomicAdd(p, v); }
 	__device__ void add64(unsigned long long *p, unsigned long long v)
@@ -716,7 +695,7 @@ __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_kernel(rowsel_args a)
 {
 	__shared__ rs_shared sh;
-	rs_dev_block blk;
+	rs_dev_block<RS_THREADS> blk = { (int)threadIdx.x };
 
 	rowsel_row(blk, sh, a, (int)blockIdx.x);
 }
@@ -731,7 +710,7 @@ rowsel_warp_kernel(rowsel_args a, int tq)
 	__shared__ rs_shared sh[RS_WARPS];
 	int w = (int)(threadIdx.x >> 5);
 	int r = (int)blockIdx.x * RS_WARPS + w;
-	rs_dev_warp blk = { (int)(threadIdx.x & 31) };
+	rs_dev_block<32> blk = { (int)(threadIdx.x & 31) };
 
 	if (r < tq)
 		rowsel_row(blk, sh[w], a, r);
