@@ -148,6 +148,10 @@ struct xj_backend {
 				* done, and a second block buffer pays */
 	double gemm_flops;     /* FLOPs done by GEMM so far (for the report) */
 	double rescored_pairs; /* candidate pairs rescored so far */
+	double rescore_seconds; /* of the compute's wall time, the part
+				 * spent on candidates: pruning, rescoring
+				 * and merging them (CPU top-k; 0 where not
+				 * timed) */
 	double rescore_undecided; /* of them, pairs a parallel sum's bound
 				   * left to the canonical sum (CUDA) */
 	xj_ktime ktime[XJ_KTIME_MAX];   /* device time by kernel class */

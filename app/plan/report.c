@@ -129,6 +129,9 @@ typedef struct final_sums {
 	double direct;          /* of those, written with O_DIRECT */
 	double rescored;        /* candidates rescored, over all ranks */
 	double undecided;       /* of them, left to the canonical sum */
+	double cand_s;          /* a rank's compute seconds on candidates
+				 * (pruning, rescoring, merging), the mean;
+				 * 0 where the backend does not time it */
 	double kms[XJ_KTIME_MAX];       /* device ms by kernel class */
 	double kcalls[XJ_KTIME_MAX];    /* and launches, over all ranks */
 	double ksum;            /* all classes' ms */
@@ -189,10 +192,11 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 	if (job->command == XJ_CMD_TOPK)
 		fprintf(f, "  \"precision\": \"%s\", "
 			"\"rescored_per_query\": %.3f, "
-			"\"rescore_undecided\": %.0f,\n",
+			"\"rescore_undecided\": %.0f, "
+			"\"candidate_seconds\": %.6f,\n",
 			precision_name(job->precision),
 			job->n > 0 ? fs->rescored / (double)job->n : 0.0,
-			fs->undecided);
+			fs->undecided, fs->cand_s);
 	json_kernels(f, be, fs);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
 		rate(fs->flops, fs->total) * 1e-9);
@@ -213,7 +217,7 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 static void gather_final(const xj_report *r, const xj_comm *c,
 			 const xj_backend *be, final_sums *f)
 {
-	double k[2 * XJ_KTIME_MAX + 2] = { 0 }, ks[2 * XJ_KTIME_MAX + 2];
+	double k[2 * XJ_KTIME_MAX + 3] = { 0 }, ks[2 * XJ_KTIME_MAX + 3];
 
 	struct { double s; int rank; } mine = { r->total_s, c->rank }, slow;
 	double w[2] = { (double)r->write_bytes,
@@ -239,12 +243,14 @@ static void gather_final(const xj_report *r, const xj_comm *c,
 	k[2 * XJ_KTIME_MAX] = be->rescored_pairs > r->rescored_pairs ?
 			      be->rescored_pairs : r->rescored_pairs;
 	k[2 * XJ_KTIME_MAX + 1] = be->rescore_undecided;
-	MPI_CHECK(MPI_Reduce(k, ks, 2 * XJ_KTIME_MAX + 2, MPI_DOUBLE, MPI_SUM,
+	k[2 * XJ_KTIME_MAX + 2] = be->rescore_seconds;
+	MPI_CHECK(MPI_Reduce(k, ks, 2 * XJ_KTIME_MAX + 3, MPI_DOUBLE, MPI_SUM,
 			     0, c->world));
 	memcpy(f->kms, ks, sizeof(f->kms));
 	memcpy(f->kcalls, ks + XJ_KTIME_MAX, sizeof(f->kcalls));
 	f->rescored = ks[2 * XJ_KTIME_MAX];
 	f->undecided = ks[2 * XJ_KTIME_MAX + 1];
+	f->cand_s = ks[2 * XJ_KTIME_MAX + 2] / c->nranks;
 	f->ksum = 0;
 	for (int i = 0; i < XJ_KTIME_MAX; i++)
 		f->ksum += f->kms[i];
@@ -274,10 +280,21 @@ static void print_kernels(const xj_backend *be, const final_sums *f)
 			       100 * f->kms[i] / f->ksum);
 }
 
+/* "; 0.61 s of a rank's compute on them" where the backend timed it. */
+static const char *cand_words(const final_sums *f, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (f->cand_s > 0)
+		snprintf(buf, n, "; %.3g s of a rank's compute on them",
+			 f->cand_s);
+	return buf;
+}
+
 void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 		  const plan *p, const xj_backend *be, const char *json_path)
 {
 	final_sums f;
+	char words[64];
 	int64_t mine[2] = { r->merge_sent_bytes, r->merge_recv_bytes };
 	int64_t *bytes = NULL;
 
@@ -317,9 +334,10 @@ void report_final(xj_report *r, const xj_comm *c, const xj_job *job,
 	/* the price of a lower precision's wider bound */
 	if (job->command == XJ_CMD_TOPK && f.rescored > 0)
 		printf("# candidates rescored: %.1f per query (%s GEMM, k = %"
-		       PRId64 ")%s\n", f.rescored / (double)job->n,
+		       PRId64 ")%s%s\n", f.rescored / (double)job->n,
 		       precision_name(job->precision), job->k,
-		       f.undecided > 0 ? "; some summed in index order" : "");
+		       f.undecided > 0 ? "; some summed in index order" : "",
+		       cand_words(&f, words, sizeof(words)));
 	print_kernels(be, &f);
 	print_merge(job, p, bytes, c->nranks);
 	printf("# OK %s -> %s\n", job->command == XJ_CMD_MATRIX ? "matrix" :

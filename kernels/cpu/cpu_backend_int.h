@@ -98,6 +98,7 @@ typedef struct cpu_thread {
 	unsigned char *amb;  /* matrix: MTQ x TB, pairs left undecided */
 	double flops;
 	double rescored;   /* pairs rescored (candidates) */
+	double rescore_s;  /* seconds pruning, rescoring and merging them */
 } cpu_thread;
 
 typedef struct cpu_backend {

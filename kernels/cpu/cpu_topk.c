@@ -419,11 +419,13 @@ static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
 			const xj_rows *b)
 {
 	pair_batch pb;
+	double t0 = omp_get_wtime();
 
 	pb.n = 0;
 	batch_add_query(c, &pb, i, b);
 	batch_score(c, &pb, b);
 	query_merge(c, t, i, b);
+	t->rescore_s += omp_get_wtime() - t0;
 }
 
 /*
@@ -435,6 +437,7 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		       int64_t min_pend, const xj_rows *b)
 {
 	pair_batch pb;
+	double t0 = omp_get_wtime();
 
 	pb.n = 0;
 	for (int64_t i = i0; i < i1; i++)
@@ -444,6 +447,7 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] && c->npend[i] >= min_pend)
 			query_merge(c, t, i, b);
+	t->rescore_s += omp_get_wtime() - t0;
 }
 
 /* ---- deferred rescoring -------------------------------------------- */
@@ -585,7 +589,7 @@ void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
 	float *v = t->vals, kth;
-	double gate, off = row_offset(c, i);
+	double gate, off = row_offset(c, i), t0 = omp_get_wtime();
 	float thr;
 
 	if (ne + np >= k) {
@@ -607,6 +611,7 @@ void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 			pend[keep++] = pend[p];
 	c->npend[i] = keep;
 	c->nkept[i] = keep;
+	t->rescore_s += omp_get_wtime() - t0;
 }
 
 /* ---- the scan ------------------------------------------------------ */
@@ -1034,19 +1039,20 @@ int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
 {
 	int64_t tq = cpu_tile_rows(c->qrows, c->threads);
 	int64_t ntiles = (c->qrows + tq - 1) / tq;
-	double flops = 0, rescored = 0;
+	double flops = 0, rescored = 0, rescore_s = 0;
 	int team, failed = 0;
 
 	team = ntiles > 1 &&
 	       (double)c->qrows * b->rows * c->cfg.d >= PAR_MIN_ELEMS * 4.0;
 #pragma omp parallel num_threads(c->threads) \
-	reduction(+ : flops, rescored) if (team)
+	reduction(+ : flops, rescored, rescore_s) if (team)
 	{
 		cpu_thread *t = &c->th[omp_get_thread_num()];
 		xj_status tst = { 0 };
 
 		t->flops = 0;
 		t->rescored = 0;
+		t->rescore_s = 0;
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < ntiles; it++) {
 			int64_t i0 = it * tq;
@@ -1066,9 +1072,11 @@ int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,
 		}
 		flops += t->flops;
 		rescored += t->rescored;
+		rescore_s += t->rescore_s;
 	}
 	c->be.gemm_flops += flops;
 	c->be.rescored_pairs += rescored;
+	c->be.rescore_seconds += rescore_s / (team ? c->threads : 1);
 	return failed ? st->code : XJ_OK;
 }
 

@@ -256,7 +256,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
 	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
 	sym_plain_rows pr;
-	double flops = 0, rescored = 0;
+	double flops = 0, rescored = 0, rescore_s = 0;
 	int team, failed = 0;
 
 	team = nfin > 1 &&
@@ -266,7 +266,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	sym_plain_rows_of(&pr, q0, q1, c->qrows, part, parts, tq);
 
 #pragma omp parallel num_threads(c->threads) \
-	reduction(+ : flops, rescored) if (team)
+	reduction(+ : flops, rescored, rescore_s) if (team)
 	{
 		cpu_thread *t = &c->th[omp_get_thread_num()];
 		xj_status tst = { 0 };
@@ -274,6 +274,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 
 		t->flops = 0;
 		t->rescored = 0;
+		t->rescore_s = 0;
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < pr.tiles; it++) {
 #pragma omp atomic read
@@ -316,8 +317,10 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 		}
 		flops += t->flops;
 		rescored += t->rescored;
+		rescore_s += t->rescore_s;
 	}
 	c->be.gemm_flops += flops;
 	c->be.rescored_pairs += rescored;
+	c->be.rescore_seconds += rescore_s / (team ? c->threads : 1);
 	return failed ? st->code : XJ_OK;
 }
