@@ -14,29 +14,34 @@
 #include "cuda_module.h"
 
 /* Jobs below these GEMM FLOPs are not measured (decide_small): the
- * measurement (about 0.4 s on 2 cores; on a GPU three candidates of seven
- * runs of up to 32,768 x 131,072 rows) would cost more than it saves.
+ * measurement (about 0.3 s on 2 cores at d = 128, 1.0 at d = 768; on a
+ * GPU three candidates of eight runs of up to 32,768 x 131,072 rows)
+ * would cost more than it saves.
  * XJOIN_CALIB_MIN_GFLOP sets another floor. */
 #define CALIB_MIN_FLOPS_CPU 50e9
 #define CALIB_MIN_FLOPS_GPU 1e13
 #define CALIB_MAX_CANDS 4
 
-/* A candidate and its cost model: a run of nq query rows against nb
- * base rows takes a nq + b nb + c nq nb seconds (per query row: its
- * norms, packing, seeding and rescoring; per base row: likewise; per
- * pair: the GEMM and the scan). */
+/* A candidate and its cost model: a top-k of nq query rows against nb
+ * base rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20) seconds
+ * (per query row: its norms, packing and seeding, and its rescoring at a
+ * million base rows; per base row: likewise; per pair: the GEMM and the
+ * scan; the last term: the rescoring's growth with the base rows). */
 typedef struct cand {
 	const char *name;
 	xj_precision p;
 	int dnnl;            /* fp32 through oneDNN */
-	double a, b, c;      /* the model, once measured */
+	double a, b, c, e;   /* the model, once measured */
 	int measured;
 } cand;
 
-/* The sample: the first rows of each input. */
+/* The sample: the first rows of each input, 2q and 2b of them, and the
+ * small sides q0 <= q and b0 <= b of the shapes that find the per-row
+ * costs (measure). */
 typedef struct sample {
 	float *q, *b;
 	int64_t nq, nb;
+	int64_t q0, b0;
 } sample;
 
 static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
@@ -44,21 +49,21 @@ static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
 	int n = 0;
 
 	if (dev->kind == XJ_BACKEND_CUDA) {
-		out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
-		out[n++] = (cand){ "tf32", XJ_PREC_TF32, 0, 0, 0, 0, 0 };
-		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "tf32", XJ_PREC_TF32, 0, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0, 0 };
 		return n;
 	}
 	cpu_gemm_caps caps;
 
 	cpu_gemm_caps_get(&caps);
-	out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
+	out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
 	if (caps.dnnl)
-		out[n++] = (cand){ "fp32-dnnl", XJ_PREC_FP32, 1, 0, 0, 0, 0 };
+		out[n++] = (cand){ "fp32-dnnl", XJ_PREC_FP32, 1, 0, 0, 0, 0, 0 };
 	if (caps.bf16)
-		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0, 0 };
 	if (caps.int8 && job->d <= CPU_GEMM_INT8_MAX_D)
-		out[n++] = (cand){ "int8", XJ_PREC_INT8, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ "int8", XJ_PREC_INT8, 0, 0, 0, 0, 0, 0 };
 	return n;
 }
 
@@ -208,39 +213,68 @@ static int sample_run(xj_backend *be, const sample *s, int64_t nq,
 	return rc;
 }
 
-/* Best of two timed runs of one shape. */
-static double shape_time(xj_backend *be, const sample *s, int64_t nq,
-			 int64_t nb, const xj_job *job, xj_command cmd,
-			 xj_status *st)
-{
-	double best = INFINITY;
+/* A shape's best run: its seconds, the part of them the backend spent
+ * rescoring candidates, and the pairs it rescored. */
+typedef struct shot {
+	double t, rescore_s, rescored;
+} shot;
 
-	for (int rep = 0; rep < 2 && !st->code; rep++) {
-		double t0 = MPI_Wtime(), dt;
+/* Best of reps timed runs of one shape. */
+static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
+		       int64_t nb, const xj_job *job, xj_command cmd, int reps,
+		       xj_status *st)
+{
+	shot best = { INFINITY, 0, 0 };
+
+	for (int rep = 0; rep < reps && !st->code; rep++) {
+		double t0 = MPI_Wtime(), r0 = be->rescore_seconds;
+		double n0 = be->rescored_pairs, dt;
 
 		if (sample_run(be, s, nq, nb, job, cmd, st))
 			break;
 		dt = MPI_Wtime() - t0;
-		best = dt < best ? dt : best;
+		if (dt < best.t)
+			best = (shot){ dt, be->rescore_seconds - r0,
+				       be->rescored_pairs - n0 };
 	}
 	return best;
 }
 
 /*
- * The candidate's model from three shapes (after a warm-up run: oneDNN's
- * and cuBLAS's first calls choose and build their kernels): S1 = (q, b),
- * S2 = (2q, b), S3 = (q, 2b), s->nq = 2q and s->nb = 2b rows. With
- * A = T2 - T1 = a q + c q b and B = T3 - T1 = b b + c q b,
- * c q b = A + B - T1; each term is kept >= 0 (noise).
+ * The candidate's model (after a warm-up run: oneDNN's and cuBLAS's first
+ * calls choose and build their kernels), s->nq = 2q and s->nb = 2b rows.
+ *
+ * The candidates first, where the backend times them (the CPU's top-k):
+ * a rescored pair costs r seconds (its pruning, rescoring and merging),
+ * and a query row rescores R(nb) = u + v log2(nb / 2^20) pairs, v the
+ * growth from b to 2b base rows (a top-k's candidates grow with the log
+ * of the rows seen, its bound's margin aside). A small sample rescores a
+ * far larger share of its pairs than the job will (at d = 768 int8
+ * rescored 83 pairs a query of 1,024 base rows, 327 of 100,000), so this
+ * part must not be read as per pair: it comes off each run's time (T
+ * below), and a gains r u, e = r v.
+ *
+ * Then the rest from S1 = (q, b), the pairs' shape (best of three runs,
+ * the others of two), and the per-row
+ * costs from the differences D1 = T(2q, b0) - T(q, b0) = a q + c q b0
+ * and D2 = T(q0, 2b) - T(q0, b) = b b + c q0 b: with T1 = a q + b b +
+ * c q b, c = (T1 - D1 - D2) / (q b - q b0 - q0 b). On a CPU q0 = q / 8
+ * and b0 = b / 16, so c rests on the large run alone (a fit of three
+ * shapes of the large size, c q b = T(2q, b) + T(q, 2b) - 2 T1, summed
+ * the noise of four runs: at d = 768 its predictions of int8 wandered
+ * from 3.4 to 6.0 s between runs) and the small runs cost a third of it;
+ * on a GPU q0 = q and b0 = b (those three shapes), where uploads and
+ * launches would weigh too much in small runs. Each term is kept >= 0.
  */
 static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 		   const xj_device_choice *dev, xj_command cmd, int threads,
 		   xj_status *st)
 {
-	int64_t q = s->nq / 2, b = s->nb / 2;
+	int64_t q = s->nq / 2, b = s->nb / 2, q0 = s->q0, b0 = s->b0;
 	xj_backend_cfg cfg;
 	xj_backend *be = NULL;
-	double t1, t2, t3, A, B, C;
+	shot s1, sa1, sa2, sb1, sb2;
+	double D1, D2, T1, C, r, v, u, pairs, secs;
 
 	device_backend_config(job, NULL, threads, &cfg);
 	cfg.precision = cd->p;
@@ -250,73 +284,108 @@ static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 	if (device_backend_create(job, c, dev, &cfg, &be, st))
 		return st->code;
 	sample_run(be, s, q, b, job, cmd, st);
-	t1 = shape_time(be, s, q, b, job, cmd, st);
-	t2 = shape_time(be, s, 2 * q, b, job, cmd, st);
-	t3 = shape_time(be, s, q, 2 * b, job, cmd, st);
+	s1 = shape_time(be, s, q, b, job, cmd, 3, st);
+	sa1 = b0 == b ? s1 : shape_time(be, s, q, b0, job, cmd, 2, st);
+	sa2 = shape_time(be, s, 2 * q, b0, job, cmd, 2, st);
+	sb1 = q0 == q ? s1 : shape_time(be, s, q0, b, job, cmd, 2, st);
+	sb2 = shape_time(be, s, q0, 2 * b, job, cmd, 2, st);
 	be->release(be);
 	if (st->code)
 		return st->code;
-	A = t2 - t1;
-	B = t3 - t1;
-	C = fmax(A + B - t1, 0.25 * t1);   /* the pairs: most of a run */
-	cd->c = C / ((double)q * (double)b);
-	cd->a = fmax(A - C, 0) / (double)q;
-	cd->b = fmax(B - C, 0) / (double)b;
+	pairs = s1.rescored + sa2.rescored + sb2.rescored;
+	secs = s1.rescore_s + sa2.rescore_s + sb2.rescore_s;
+	r = pairs > 0 ? secs / pairs : 0;
+	T1 = s1.t - s1.rescore_s;
+	D1 = (sa2.t - sa2.rescore_s) - (sa1.t - sa1.rescore_s);
+	D2 = (sb2.t - sb2.rescore_s) - (sb1.t - sb1.rescore_s);
+	C = (T1 - D1 - D2) / ((double)q * b - (double)q * b0 -
+			       (double)q0 * b);
+	C = fmax(C, 0.25 * T1 / ((double)q * b));  /* most of a run */
+	cd->c = C;
+	cd->a = fmax(D1 - C * q * b0, 0) / (double)q;
+	cd->b = fmax(D2 - C * q0 * b, 0) / (double)b;
+	v = fmax(sb2.rescored - sb1.rescored, 0) / (double)q0;
+	u = s1.rescored / (double)q + v * (20 - log2((double)b));
+	cd->a += r * fmax(u, 0);
+	cd->e = r * v;
 	cd->measured = 1;
 	return XJ_OK;
 }
 
-/* The model's seconds for the job (n query rows, m base rows). */
+/* The model's seconds for the job (n query rows, m base rows); no less
+ * than its pairs' part (the log term's growth, read backwards far below
+ * the sample, could take more than the rescoring). */
 static double predict(const cand *cd, const xj_job *job)
 {
-	return cd->a * (double)job->n + cd->b * (double)job->m +
-	       cd->c * (double)job->n * (double)job->m;
+	double n = (double)job->n, m = (double)job->m;
+	double pairs = cd->b * m + cd->c * n * m;
+
+	return fmax(pairs + cd->a * n + cd->e * n * (log2(m) - 20), pairs);
 }
 
 /*
  * The sample's rows: 2q query and 2b base rows, the first of each input,
- * each at most half the job's. On a CPU q = 512 a thread, a whole query
- * tile for each (cpu_tile_rows: smaller tiles run the GEMM at another
- * rate than the job's), and b = 4,096; on a GPU q = 16,384 and b =
- * 65,536; b scaled by 128 / d. So the shapes' differences separate
- * per-row from per-pair costs while the runs together stay a small part
- * (about 0.2 s on 2 cores) of a job worth measuring. On a GPU the pairs'
- * part of a run must outweigh its uploads and launches: with q = 2,048
- * (until 2026-11-27) a run's pairs took 1 to 2 ms of about 20 on an
- * H100, and auto chose fp32 for jobs bf16 ran 1.85x faster.
+ * each at most half the job's, and the small sides q0 and b0 (measure).
+ * On a CPU q = 512 a thread, a whole query tile for each (cpu_tile_rows:
+ * smaller tiles run the GEMM at another rate than the job's), and b =
+ * 4,096, more below d = 128 (4,096 x 128 / d): the width of the job's
+ * sub-tiles (at d = 768 a base side of 1,024 rows, until 2026-11-28, ran
+ * int8's GEMM at half its rate in the job and auto chose bf16, 1.25x
+ * slower). On a GPU q = 16,384 and b = 65,536 x 128 / d (at least
+ * 1,024): the pairs' part of a run must outweigh its uploads and
+ * launches (with q = 2,048, until 2026-11-27, a run's pairs took 1 to 2
+ * ms of about 20 on an H100, and auto chose fp32 for jobs bf16 ran 1.85x
+ * faster).
  */
 static void sample_shape(const xj_job *job, int gpu, int threads,
-			 int64_t *nq, int64_t *nb)
+			 sample *s)
 {
+	int64_t d = job->d > 16 ? job->d : 16;
 	int64_t q = gpu ? 16384 : 512 * (int64_t)(threads > 0 ? threads : 1);
-	int64_t b = (gpu ? 65536 : 4096) * 128 / (job->d > 16 ? job->d : 16);
+	int64_t b = gpu ? 65536 * 128 / d : 4096 * 128 / (d < 128 ? d : 128);
 
 	if (b < 1024)
 		b = 1024;
+	if (!gpu && job->k > 64)   /* a run's cost: its queries' k first */
+		q = q * 64 / job->k > 16 ? q * 64 / job->k : 16;
 	if (q > job->n / 2)
 		q = job->n / 2;
 	if (b > job->m / 2)
 		b = job->m / 2;
-	*nq = 2 * (q > 1 ? q : 1);
-	*nb = 2 * (b > 1 ? b : 1);
+	q = q > 1 ? q : 1;
+	b = b > 1 ? b : 1;
+	s->nq = 2 * q;
+	s->nb = 2 * b;
+	s->q0 = gpu || q < 16 ? q : q / 8;
+	s->b0 = gpu || b < 32 ? b : b / 16;
 }
 
-/* "name:a/b/c ..." of each measured candidate, for the cache. */
+/* "name:a/b/c/e ..." of each measured candidate, for the cache: three
+ * digits a number, or two where a line of three would not fit the 200
+ * characters inih reads (four CPU candidates of four numbers each come
+ * close). */
+#define MODELS_MAX 160
 static void models_text(const cand *cd, int n, char *out, size_t len)
 {
-	size_t o = 0;
+	for (int digits = 3; digits >= 2; digits--) {
+		size_t o = 0;
 
-	out[0] = 0;
-	for (int i = 0; i < n && o < len; i++)
-		if (cd[i].measured)
-			o += (size_t)snprintf(out + o, len - o,
-					      "%s%s:%.3g/%.3g/%.3g",
-					      o ? " " : "", cd[i].name, cd[i].a,
-					      cd[i].b, cd[i].c);
+		out[0] = 0;
+		for (int i = 0; i < n && o < len; i++)
+			if (cd[i].measured)
+				o += (size_t)snprintf(out + o, len - o,
+						      "%s%s:%.*g/%.*g/%.*g/%.*g",
+						      o ? " " : "", cd[i].name,
+						      digits, cd[i].a, digits,
+						      cd[i].b, digits, cd[i].c,
+						      digits, cd[i].e);
+		if (o <= MODELS_MAX)
+			return;
+	}
 }
 
 /* The cache's models into cd (by name); 0 when every word is one of
- * cd's and each has its three numbers. */
+ * cd's and each has its four numbers. */
 static int models_parse(const char *text, cand *cd, int n)
 {
 	char buf[192], *save = NULL;
@@ -332,8 +401,8 @@ static int models_parse(const char *text, cand *cd, int n)
 		*colon = 0;
 		for (i = 0; i < n && strcmp(cd[i].name, w); i++)
 			;
-		if (i == n || sscanf(colon + 1, "%lg/%lg/%lg", &cd[i].a,
-				     &cd[i].b, &cd[i].c) != 3)
+		if (i == n || sscanf(colon + 1, "%lg/%lg/%lg/%lg", &cd[i].a,
+				     &cd[i].b, &cd[i].c, &cd[i].e) != 4)
 			return -1;
 		cd[i].measured = 1;
 	}
@@ -433,7 +502,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	int n = ncands(job, dev, cd), best;
 	char path[XJ_PATH_MAX], msg[200], words[160];
 	calib_entry e;
-	sample s = { NULL, NULL, 0, 0 };
+	sample s = { NULL, NULL, 0, 0, 0, 0 };
 	xj_status st;
 
 	if (cached(job, c, dev, cmd, threads, 1, &e, path, cd, n, choice, why,
@@ -441,7 +510,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 		return;
 	for (int i = 0; i < n; i++)
 		cd[i].measured = 0;
-	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, threads, &s.nq, &s.nb);
+	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, threads, &s);
 	xj_ok(&st);
 	if (sample_read(qi, s.nq, job->d, &s.q, &st) ||
 	    sample_read(bi, s.nb, job->d, &s.b, &st))
@@ -491,7 +560,7 @@ int calib_precision(xj_job *job, const xj_comm *c,
 			 job->command;
 	int gpu = dev->kind == XJ_BACKEND_CUDA;
 	double flops = 2.0 * (double)job->n * (double)job->m * (double)job->d;
-	cand choice = { "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0 };
+	cand choice = { "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
 	const char *floor_env = getenv("XJOIN_CALIB_MIN_GFLOP");
 	double floor = gpu ? CALIB_MIN_FLOPS_GPU : CALIB_MIN_FLOPS_CPU;
 	int out[2];

@@ -15,11 +15,15 @@
  * a GPU fp32, tf32 and bf16. A small run cannot stand for the job as it
  * is (per-row costs such as norms, packing and a query's first
  * candidates weigh far more in it), so each candidate gets a model: a run
- * of nq x nb rows takes a nq + b nb + c nq nb seconds, fitted from runs
- * of (q, b), (2q, b) and (q, 2b) rows of the inputs' first rows (q = 512
- * a thread and b = 4,096 on a CPU, 16,384 and 65,536 on a GPU, at d = 128;
- * best of two after a warm-up run), and the model that predicts the job's n x m
- * fastest wins. Jobs under 50 GFLOP (CPU) or 10 TFLOP (GPU;
+ * of nq x nb rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20)
+ * seconds, fitted from runs of the inputs' first rows (calib.c, measure:
+ * the pairs' shape (q, b), q = 512 a thread and b = 4,096 on a CPU,
+ * 16,384 and 65,536 x 128 / d on a GPU, and smaller ones that find the
+ * per-row costs), and the model that predicts the job's n x m fastest
+ * wins. Where the backend times its work on candidates (the CPU's top-k),
+ * that part is taken apart first: its pairs a query row grow with the log
+ * of the base rows, not with their number, so the fourth term e nq (log2 nb
+ * - 20) carries them to the job's size. Jobs under 50 GFLOP (CPU) or 10 TFLOP (GPU;
  * XJOIN_CALIB_MIN_GFLOP sets another floor) are not measured: they take
  * the cached model of their shape when there is one, else bf16 on a CPU
  * that multiplies bf16 natively, else fp32. Rank 0 decides and every
@@ -31,9 +35,9 @@
  *
  *   # xjoin: what --precision auto measured here; delete to measure again
  *   [xjoin-precision]
- *   format = 1
+ *   format = 2
  *   [measured]
- *   1f2e3d4c5b6a7988 = bf16 fp32:0/0/1.67e-09 bf16:3.2e-06/1.7e-07/9.1e-10
+ *   1f2e3d4c5b6a7988 = bf16 fp32:0/0/1.67e-09/0 bf16:3.2e-06/1.7e-07/9.1e-10/2e-08
  *   1f2e3d4c5b6a7988.key = cpu|node1|AMD EPYC 9R14|...|l2 d128 k16 topk
  *   [end]
  *   entries = 1
@@ -76,7 +80,7 @@ typedef struct calib_entry {
 	char key[512];      /* what was measured, in words */
 	char choice[16];    /* the candidate that won: fp32, fp32-dnnl, ... */
 	char times[192];    /* "name:a/b/c" of each candidate, spaced (the
-			     * model; 1 to 3 numbers a word are read) */
+			     * model; 1 to 4 numbers a word are read) */
 } calib_entry;
 
 /* The cache file's path, "" when there is no place for one. */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define CACHE_FILE "precision.ini"
-#define CACHE_FORMAT "1"
+#define CACHE_FORMAT "2"   /* 1: models of three numbers */
 #define CACHE_MAX_ENTRIES 256
 
 void calib_cache_path(char *buf, size_t n)
@@ -89,15 +89,16 @@ static int parse_value(const char *v, calib_entry *e)
 		const char *colon = strchr(w, ':'), *end = strchr(w, ' ');
 		char *num_end;
 		double s;
+		int nums = 0;
 
 		if (!end)
 			end = w + strlen(w);
 		if (!colon || colon > end || colon == w)
 			return -1;
-		/* one to three numbers, '/' between them, each in [0, 1e6) */
+		/* one to four numbers, '/' between them, each in [0, 1e6) */
 		for (const char *x = colon + 1;; x = num_end + 1) {
 			s = strtod(x, &num_end);
-			if (num_end == x || !(s >= 0 && s < 1e6))
+			if (num_end == x || !(s >= 0 && s < 1e6) || ++nums > 4)
 				return -1;
 			if (num_end == end)
 				break;

@@ -2306,7 +2306,8 @@ def case_calibration(ctx, ranks):
     'measured', the next 'cached', and under the floor the cached model
     too, else bf16 or fp32 unmeasured; a corrupt, cut or foreign cache is
     ignored with one warning and measured again (and rewritten); a cache
-    that cannot be written warns once and the run goes on; two jobs that
+    that cannot be written warns once and the run goes on (so does one of
+    an older format, whose models lack the rescoring); two jobs that
     measure at once leave a valid file; two ranks take rank 0's choice;
     every output has the bits of --precision fp32."""
     data = ctx.path("cal.h5")
@@ -2364,6 +2365,7 @@ def case_calibration(ctx, ranks):
             "foreign": "[job]\nk = 10\n",
             "binary": "\x00\x01\xff garbage\n" * 4,
             "tampered": good.replace(".key = cpu", ".key = cpx"),
+            "older format": good.replace("format = 2", "format = 1"),
             "empty": "",
         }
         for name, text in bad.items():

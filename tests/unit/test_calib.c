@@ -30,7 +30,7 @@ static calib_entry entry(const char *key, const char *choice)
 	memset(&e, 0, sizeof(e));
 	snprintf(e.key, sizeof(e.key), "%s", key);
 	snprintf(e.choice, sizeof(e.choice), "%s", choice);
-	snprintf(e.times, sizeof(e.times), "fp32:0.0200 bf16:0.0100 %s:0.0090",
+	snprintf(e.times, sizeof(e.times), "fp32:2e-06/0/1.67e-09/0 bf16:0.0100 %s:0.0090",
 		 choice);
 	return e;
 }
@@ -138,18 +138,21 @@ static void test_foreign(void)
 {
 	static const char *const files[] = {
 		"[job]\nk = 10\nmetric = l2\n",
-		"format = 1\n",
-		"[xjoin-precision]\nformat = 2\n[end]\nentries = 0\n",
-		"[xjoin-precision]\nformat = 1\n[measured]\n"
+		"format = 2\n",
+		"[xjoin-precision]\nformat = 1\n[end]\nentries = 0\n",	/* older */
+		"[xjoin-precision]\nformat = 2\n[measured]\n"
 		"0123456789abcdef = bf16 fp32:0.1 bf16:0.05\n"
 		"0123456789abcdef.key = not this key\n[end]\nentries = 1\n",
-		"[xjoin-precision]\nformat = 1\n[measured]\n"
+		"[xjoin-precision]\nformat = 2\n[measured]\n"
 		"0123456789abcdef = int8 fp32:0.1 bf16:0.05\n[end]\n"
 		"entries = 1\n",
-		"[xjoin-precision]\nformat = 1\n[measured]\n"
+		"[xjoin-precision]\nformat = 2\n[measured]\n"
 		"0123456789abcdef = bf16 fp32:-1 bf16:0.05\n[end]\n"
 		"entries = 1\n",
-		"[xjoin-precision]\nformat = 1\n[end]\nentries = 3\n",
+		"[xjoin-precision]\nformat = 2\n[measured]\n"
+		"0123456789abcdef = bf16 bf16:1/2/3/4/5\n[end]\n"
+		"entries = 1\n",
+		"[xjoin-precision]\nformat = 2\n[end]\nentries = 3\n",
 		"\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00",
 	};
 	char p[512], why[200];
