@@ -328,11 +328,13 @@ static double predict(const cand *cd, const xj_job *job)
  * each at most half the job's, and the small sides q0 and b0 (measure).
  * On a CPU q = 512 a thread, a whole query tile for each (cpu_tile_rows:
  * smaller tiles run the GEMM at another rate than the job's), and b =
- * 4,096, more below d = 128 (4,096 x 128 / d): the width of the job's
- * sub-tiles (at d = 768 a base side of 1,024 rows, until 2026-11-28, ran
- * int8's GEMM at half its rate in the job and auto chose bf16, 1.25x
- * slower). On a GPU q = 16,384 and b = 65,536 x 128 / d (at least
- * 1,024): the pairs' part of a run must outweigh its uploads and
+ * 4,096 at any d, more below d = 128 (4,096 x 128 / d): a base side of
+ * 1,024 rows at d = 768 (4,096 x 128 / d, until the third session of
+ * 2026-11-27) ran int8's sample at half its rate in the job, and auto
+ * chose bf16, 1.25x slower. For k > 64 q shrinks by 64 / k (at least
+ * 16): a run's cost is then its queries' first k candidates (at k =
+ * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On a GPU q = 16,384 and b = 65,536 x 128 / d
+ * (at least 1,024): the pairs' part of a run must outweigh its uploads and
  * launches (with q = 2,048, until 2026-11-27, a run's pairs took 1 to 2
  * ms of about 20 on an H100, and auto chose fp32 for jobs bf16 ran 1.85x
  * faster).
@@ -346,7 +348,7 @@ static void sample_shape(const xj_job *job, int gpu, int threads,
 
 	if (b < 1024)
 		b = 1024;
-	if (!gpu && job->k > 64)   /* a run's cost: its queries' k first */
+	if (!gpu && job->k > 64)   /* a run's cost: its queries' first k */
 		q = q * 64 / job->k > 16 ? q * 64 / job->k : 16;
 	if (q > job->n / 2)
 		q = job->n / 2;
