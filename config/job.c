@@ -246,6 +246,9 @@ static int check_resources(const xj_job *job, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE, "--mem-limit must be > 0");
 	if (job->chunk_rows < 0)
 		return xj_fail(st, XJ_EXIT_USAGE, "--chunk-rows must be >= 1");
+	if (job->base_chunk_rows < 0)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "--base-chunk-rows must be >= 1");
 	if (job->threads < 0)
 		return xj_fail(st, XJ_EXIT_USAGE, "--threads must be >= 1");
 	return XJ_OK;
@@ -553,6 +556,9 @@ static void table_resources(struct job_table *t, const xj_job *job,
 				 job->chunk_rows);
 		else
 			snprintf(v, JOB_VALUE_MAX, "auto");
+		if (job->base_chunk_rows > 0)
+			snprintf(table_add(t, "base chunk rows"), JOB_VALUE_MAX,
+				 "%" PRId64 " (forced)", job->base_chunk_rows);
 		table_device(t, job);
 	}
 	v = table_add(t, "threads");

@@ -92,6 +92,8 @@ typedef struct xj_job {
 	int64_t mem_limit_bytes;      /* 0: from available memory */
 	double mem_fraction;          /* share of available memory, (0, 1] */
 	int64_t chunk_rows;           /* 0: planner decides; >0 forces chunks */
+	int64_t base_chunk_rows;      /* >0 forces base chunks (of the query
+				       * chunk's size without it) */
 	int threads;                  /* OpenMP threads per rank, 0: default */
 	int progress;                 /* progress lines on stderr (rank 0) */
 	char report_json[XJ_PATH_MAX];  /* JSON twin of the final report */

@@ -85,6 +85,11 @@ typedef struct xj_backend_cfg {
 				* merged, are the lists of all the pairs.
 				* 0 or 1: all. */
 	int threads;           /* 0: OpenMP default */
+	int64_t shard_first, shard_rows;  /* the global base rows this rank
+				* streams (a self-join scores the pairs of
+				* query rows inside them once across its
+				* chunks: kernels/cpu/cpu_topk_sym.c);
+				* shard_rows 0: not known, not done */
 	int64_t max_query_rows;  /* largest query chunk topk_begin will get */
 	int64_t max_base_rows;   /* largest base chunk topk_add will get */
 	xj_precision precision;  /* candidate GEMM (both backends; auto: the

@@ -89,7 +89,8 @@ void topk_pad(float *key, int64_t *idx, int64_t from, int64_t k)
  * Position of the head of a sorted list once every entry up to and
  * including (lk, li) has been taken: the count of entries not after it.
  * Used instead of a head array when there are too many lists for the
- * stack; entries are distinct, so this is exact.
+ * stack; entries of one list are distinct, so this is exact, and an
+ * entry that several lists hold is taken once.
  */
 static int64_t head_after(const float *key, const int64_t *idx, int64_t k,
 			  float lk, int64_t li)
@@ -146,8 +147,12 @@ void topk_merge(int nlists, const float *const *keys,
 			break;
 		out_key[n] = keys[best][bh];
 		out_idx[n] = idxs[best][bh];
-		if (tracked)
-			head[best]++;
+		/* a pair in several lists is taken once (head_after skips
+		 * it in the untracked walk) */
+		for (int j = 0; tracked && j < nlists; j++)
+			if (head[j] < k && idxs[j][head[j]] == out_idx[n] &&
+			    keys[j][head[j]] == out_key[n])
+				head[j]++;
 	}
 	topk_pad(out_key, out_idx, n, k);
 }

@@ -34,8 +34,9 @@ void topk_sort(float *key, int64_t *idx, int64_t n);
 void topk_pad(float *key, int64_t *idx, int64_t from, int64_t k);
 
 /* Merge nlists sorted k-lists of ONE query into its top k (sorted, padded).
- * keys[j], idxs[j] point at list j. Duplicated base indices cannot occur
- * (lists come from disjoint base shards). */
+ * keys[j], idxs[j] point at list j. An entry that several lists hold
+ * (the same index and key: a self-join's lists of two streams of a
+ * resumed round, kernels/cpu/cpu_topk_sym.c) is taken once. */
 void topk_merge(int nlists, const float *const *keys,
 		const int64_t *const *idxs, int64_t k,
 		float *out_key, int64_t *out_idx);

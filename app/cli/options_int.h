@@ -75,7 +75,7 @@ struct command {
 
 /* Rows of each table. getopt's arrays are sized by N_OPTS, so it must be
  * a constant; options_table.c fails to compile when a count is off. */
-#define N_OPTS 33
+#define N_OPTS 34
 #define N_COMMANDS 7
 
 extern const struct opt options_table[];

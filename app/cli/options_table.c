@@ -137,6 +137,12 @@ const struct opt options_table[] = {
 	  .help = "force chunks of ROWS rows (tests); results stay\n"
 		  "the same, only speed and memory change",
 	  .def = "auto" },
+	{ .name = "base-chunk-rows", .kind = K_INT64,
+	  .offset = AT(base_chunk_rows), .lo = 1, .hi = INT64_MAX,
+	  .cmds = T | M | R, .group = GROUP_RESOURCES, .metavar = "ROWS",
+	  .help = "force base chunks of ROWS rows (tests; the\n"
+		  "query chunks stay --chunk-rows or the plan's)",
+	  .def = "auto" },
 	{ .name = "device", .kind = K_DEVICE, .offset = AT(device),
 	  .cmds = T | M | D | R, .group = GROUP_RESOURCES, .metavar = "DEVICE",
 	  .help = "auto: a GPU per rank when every rank has one,\n"

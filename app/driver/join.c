@@ -610,6 +610,7 @@ int join_run(xj_job *job, xj_comm *c, int threads, xj_status *st)
 		.d = job->d, .k = cmd == XJ_CMD_TOPK ? job->k : 0,
 		.nranks = c->nranks, .budget_bytes = rank_budget(job, c, &dev),
 		.chunk_rows = job->chunk_rows, .same_rows = job->same_rows,
+		.bchunk_rows = job->base_chunk_rows,
 	};
 	device_plan(&run.pin, &cfg, threads, &dev, &run.pl, st);
 	if (comm_agree(c, st))

@@ -370,9 +370,10 @@ static int plan_cpu(plan_in *pin, const xj_backend_cfg *cfg, int threads,
 	/* the matrix: two blocks, one written while the worker thread
 	 * computes the next */
 	pin->out_blocks = 2;
-	/* a self-join scores the rows a base chunk shares with the query
-	 * chunk once, in every precision (kernels/cpu/cpu_topk_sym.c) */
+	/* a self-join scores the pairs of a query chunk's rows once, across
+	 * base chunks too, in every precision (kernels/cpu/cpu_topk_sym.c) */
 	pin->self_join = cfg->self && cfg->same_rows;
+	pin->self_cross = pin->self_join;
 	pin->work_fixed_bytes = backend_cpu_work_bytes(cfg, 0, threads);
 	if (pin->cmd == XJ_CMD_TOPK || pin->cmd == XJ_CMD_RANGE)
 		pin->work_per_qrow_bytes =
@@ -485,12 +486,16 @@ int device_backend_start(xj_run *run, const xj_device_choice *dev,
 	xj_comm *c = run->comm;
 	xj_backend_cfg cfg;
 	int64_t mine[2], all[2];
+	plan_rank_view w;
 
 	device_backend_config(run->job, &run->pl, threads, &cfg);
 	if (run->pl.split) {    /* the self-join's share of this rank */
 		cfg.part = c->rank;     /* the grid is 1 x P */
 		cfg.parts = run->pl.pc;
 	}
+	plan_rank(&run->pin, &run->pl, c->rank, &w);
+	cfg.shard_first = w.b0;
+	cfg.shard_rows = w.brows;
 	device_backend_create(run->job, c, dev, &cfg, &run->be, st);
 	if (comm_agree(c, st))
 		return st->code;

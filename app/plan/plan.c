@@ -189,9 +189,12 @@ int plan_make(const plan_in *in, plan *out, xj_status *st)
 			b = max64(1, b / 2);
 			q = fit_qrows(in, b, qmax);
 		}
-		if (in->self_join && in->cmd == XJ_CMD_TOPK)
+		if (in->self_join && !in->self_cross &&
+		    in->cmd == XJ_CMD_TOPK)
 			self_chunks(in, qmax, p.bshard_max, &q, &b);
 	}
+	if (in->bchunk_rows > 0 && !p.split)
+		b = min64(in->bchunk_rows, p.bshard_max);
 	b = max64(b, 1);
 	q = max64(q, 1);
 	/* (a set with itself writes square blocks dealt in turn instead:
@@ -355,6 +358,12 @@ void plan_print(FILE *out, const plan_in *in, const plan *p)
 			"i on rank i mod %d; the other pairs split by query "
 			"row; the merge over all ranks gathers each row's "
 			"lists\n", p->pc, p->pc, p->pc);
+	else if (in->self_join && in->self_cross && in->cmd == XJ_CMD_TOPK)
+		fprintf(out, "# self-join: each pair of a query chunk's rows "
+			"that the rank streams as base rows is scored once, "
+			"across base chunks (the upper triangle of their "
+			"tiles); other pairs as usual, on the rank that owns "
+			"the query row\n");
 	else if (in->self_join && in->cmd == XJ_CMD_TOPK)
 		fprintf(out, "# self-join: the rows a base chunk shares with "
 			"the query chunk are scored once per pair (the "

@@ -60,7 +60,12 @@
  * query chunk's are joined with each other once per pair (half the GEMM:
  * kernels/cpu/cpu_topk_sym.c, kernels/cuda/topk_cuda.cu), so B grows up to Q (at most 131072 rows, as
  * far as the budget allows) and Q becomes a multiple of B: with one grid
- * row, each query chunk is then exactly one of the base chunks.
+ * row, each query chunk is then exactly one of the base chunks. A backend
+ * that scores them once across base chunks too (plan_in.self_cross, the
+ * CPU's) keeps the query chunk as large as the budget allows and the
+ * base chunks of a plain top-k: each pair of a query chunk's own rows is
+ * scored once whatever the base chunks, and a backend call (at most B x
+ * Q pairs) stays short.
  *
  * On P > 1 ranks a self-join of 1024 rows or more is split instead when
  * all n rows fit one query chunk (or --chunk-rows forces chunks of 1024
@@ -89,6 +94,7 @@ typedef struct plan_in {
 	int nranks;
 	int64_t budget_bytes;      /* per rank (the smallest of all ranks) */
 	int64_t chunk_rows;        /* > 0: force both chunk sizes (capped) */
+	int64_t bchunk_rows;       /* > 0: force the base chunk's (capped) */
 	int64_t work_fixed_bytes;  /* backend bytes independent of chunks */
 	int64_t work_per_qrow_bytes; /* backend bytes per query row */
 	int out_blocks;            /* matrix output blocks held at once: 2
@@ -104,6 +110,11 @@ typedef struct plan_in {
 				    * (CPU in fp32, CUDA): base chunks grow
 				    * to the query
 				    * chunk, up to BCHUNK_SELF_MAX rows */
+	int self_cross;            /* ... and the backend scores the pairs
+				    * of a query chunk's rows once across
+				    * base chunks too (the CPU's): the query
+				    * chunk as large as it fits, base chunks
+				    * as a plain top-k's */
 } plan_in;
 
 typedef struct plan {

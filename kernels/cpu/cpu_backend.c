@@ -241,7 +241,9 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
  *                (count) + 16 (pending counts) + 12 k (exact list) +
  *                16 cap (pending pairs)
- *                + 8 (matrix norms); + 4 d for cosine (normalised copy)
+ *                + 8 (matrix norms); + 4 d for cosine (normalised copy);
+ *                + 6 in a self-join (float squared norm, given flag,
+ *                block maxima rounded up)
  *   per base row 8 (bb) + 4 (bn2) + 4 (norm) + 4 (sub-tile max, rounded
  *                up) + 8 (matrix norms); + 4 d for cosine
  *   fixed        TB*4 (ones) + the backend struct + alignment slack
@@ -265,7 +267,8 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 		     4 * d * MQ + 8 * d * (MTQ + TB) + 9 * (int64_t)MTQ * TB +
 		     8 * ALIGN_BYTES +
 		     (cfg->same_rows ? (int64_t)TB * TB * 4 + ALIGN_BYTES : 0);
-	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row;
+	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row +
+		    (cfg->self && cfg->same_rows ? 6 : 0);
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||
 	    cfg->precision == XJ_PREC_AUTO) {

@@ -76,7 +76,8 @@ typedef struct cand {
 } cand;
 
 /*
- * A pending pair of a query: chunk row j, bounds of its tile value and
+ * A pending pair of a query: candidate j (chunk row j >= 0, or in a
+ * self-join's pairs across chunks query row -1 - j), bounds of its tile value and
  * of its key (cpu_topk.c, "Deferred rescoring"); once rescored, up
  * holds the canonical key.
  */
@@ -131,6 +132,13 @@ typedef struct cpu_backend {
 	int64_t *npend;
 	int64_t *nkept;    /* pending pairs that survived the last prune */
 	float *kbound;     /* key bound behind the gate (cpu_topk.c) */
+	/* a self-join's pairs once across chunks (cpu_topk_sym.c) */
+	int cross;         /* on for this query chunk */
+	float *qn2;        /* float squared norms (l2 family) */
+	float *qsubmax;    /* largest qnorm per TB block of query rows */
+	float *qsubemax;   /* largest rounding error likewise */
+	unsigned char *given;  /* query rows given as base rows since
+				* topk_begin */
 
 	/* base chunk (topk_add) or matrix operands */
 	int64_t balloc;
@@ -260,6 +268,26 @@ void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
 int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
 		  int64_t na, int64_t jb, int64_t nb, int64_t off,
 		  const float *ca, const float *cb, const xj_rows *b);
+/* One side of a pair tile: its rows are the queries q0 + r and, for the
+ * other side's queries, the candidates cand0 + step r (chunk rows: cand0
+ * = j, step 1; query rows: cand0 = -1 - i, step -1); nmax and emax, its
+ * largest norm and rounding error, bound the other side's tile values. */
+typedef struct cpu_side {
+	int64_t q0, cand0, step;
+	float nmax, emax;
+} cpu_side;
+/* cpu_scan_pair for any two sides (a: the tile's rows, b: its columns) */
+int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
+		   const cpu_side *a, int64_t na, const cpu_side *bs,
+		   int64_t nb, const float *ca, const float *cb,
+		   const xj_rows *b);
+/* cpu_scan_row for a row whose candidates are side s's (err: its bound
+ * against s) */
+void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		       const cpu_side *s, int64_t nb, const xj_rows *b);
+/* The error bound of query i's tile values against rows of largest norm
+ * nmax and rounding error emax. */
+double cpu_side_err(const cpu_backend *c, int64_t i, float nmax, float emax);
 int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st);
 void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
@@ -270,7 +298,9 @@ int64_t cpu_tile_rows(int64_t rows, int threads);
 
 /* Rows of the base chunk b that are also query rows, [*b0, *b0 + *len)
  * in b's rows, when a self-join shares enough of them to be worth the
- * symmetric path (fp32 candidates only); else 0. */
+ * symmetric path (any of them when its pairs run across chunks: 1);
+ * else 0; -1 when such rows differ from the query rows (across chunks
+ * an error: the rows' earlier partners hold their pairs). */
 int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 		    int64_t *len);
 /* topk_add for such a chunk, or for any chunk of a part (cfg.parts > 1). */

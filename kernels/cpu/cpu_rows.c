@@ -103,8 +103,11 @@ int cpu_bad_row(xj_metric m, const float *x, int64_t d, int64_t r,
 int cpu_query_prepare(cpu_backend *c, const xj_rows *q, xj_status *st)
 {
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
+		 c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
+	/* a self-join's query rows are base rows too (cpu_topk_sym.c) */
 	int64_t bad = cpu_rows_prepare(c->cfg.metric, q->x, q->rows, c->cfg.d,
-				       c->qq, NULL, c->qnorm,
+				       c->qq, l2 ? c->qn2 : NULL, c->qnorm,
 				       cosine ? c->qhat : NULL, c->threads);
 
 	if (bad >= 0)

@@ -87,8 +87,10 @@
  * unchanged until topk_end. Base rows are only used inside topk_add.
  *
  * Self-joins: a base chunk that shares rows with the query chunk goes to
- * cpu_topk_sym.c, which scores each pair of those rows once and feeds
- * both lists through cpu_scan_row and the same pending lists.
+ * cpu_topk_sym.c, which scores each pair of those rows (and of them with
+ * the query rows later chunks bring) once and feeds both lists through
+ * the same scans and pending lists; a pending pair may then name a query
+ * row (j < 0), rescored against the query chunk's copy.
  */
 #include "cpu_backend_int.h"
 
@@ -174,6 +176,10 @@ void cpu_free_query(cpu_backend *c)
 	free(c->npend);
 	free(c->nkept);
 	free(c->kbound);
+	free(c->qn2);
+	free(c->qsubmax);
+	free(c->qsubemax);
+	free(c->given);
 	cpu_gemm_rows_free(&c->ql);
 	c->qq = NULL;
 	c->qnorm = NULL;
@@ -186,6 +192,10 @@ void cpu_free_query(cpu_backend *c)
 	c->npend = NULL;
 	c->nkept = NULL;
 	c->kbound = NULL;
+	c->qn2 = NULL;
+	c->qsubmax = NULL;
+	c->qsubemax = NULL;
+	c->given = NULL;
 	c->qalloc = 0;
 }
 
@@ -199,6 +209,7 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 {
 	int64_t k = c->cfg.k, d = c->cfg.d;
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	int sym = c->cfg.self && c->cfg.same_rows;
 
 	if (rows <= c->qalloc)
 		return XJ_OK;
@@ -219,9 +230,16 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	c->npend = malloc((size_t)rows * sizeof(int64_t));
 	c->nkept = malloc((size_t)rows * sizeof(int64_t));
 	c->kbound = malloc((size_t)rows * sizeof(float));
+	if (sym) {
+		c->qn2 = malloc((size_t)rows * sizeof(float));
+		c->qsubmax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+		c->qsubemax = malloc((size_t)(rows / TB + 1) * sizeof(float));
+		c->given = malloc((size_t)rows);
+	}
 	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
 	    !c->ekey || !c->eidx || !c->ecount || !c->pend ||
 	    !c->npend || !c->nkept || !c->kbound ||
+	    (sym && (!c->qn2 || !c->qsubmax || !c->qsubemax || !c->given)) ||
 	    (lowp(c) && cpu_gemm_rows_reserve(&c->ql, c->prec, rows, d))) {
 		cpu_free_query(c);
 		return cpu_oom(st, "the query selection state",
@@ -333,7 +351,10 @@ typedef struct pair_batch {
 	int64_t slot[MW];         /* index into pend */
 } pair_batch;
 
-static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
+/* Score the batch against base rows bx (canonical norms bb): the chunk's
+ * rows, or in a self-join's pairs across chunks the query chunk's. */
+static void batch_score(cpu_backend *c, pair_batch *pb, const float *bx,
+			const double *bb)
 {
 	xj_metric m = c->cfg.metric;
 	double acc[MW];
@@ -341,14 +362,22 @@ static void batch_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
 
 	if (n == 0)
 		return;
-	cpu_pairs_acc(m, c->qx, pb->qo, b->x, pb->bo, n, c->cfg.d, acc);
+	cpu_pairs_acc(m, c->qx, pb->qo, bx, pb->bo, n, c->cfg.d, acc);
 	for (int64_t w = 0; w < n; w++)
 		c->pend[pb->slot[w]].up = lanes_key(m, acc[w], c->qq[pb->qi[w]],
-						 c->bb[pb->bj[w]]);
+						 bb[pb->bj[w]]);
 	pb->n = 0;
 }
 
-/* Add the pending pairs of query i to the batch, scoring full batches. */
+/* Two batches: pairs with chunk rows (pb[0]) and with query rows (pb[1],
+ * candidates j < 0). */
+static void batches_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
+{
+	batch_score(c, &pb[0], b->x, c->bb);
+	batch_score(c, &pb[1], c->qx, c->qq);
+}
+
+/* Add the pending pairs of query i to the batches, scoring full ones. */
 static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
 			    const xj_rows *b)
 {
@@ -356,15 +385,27 @@ static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
 
 	for (int64_t p = 0; p < c->npend[i]; p++) {
 		int64_t slot = i * c->cap + p, j = c->pend[slot].j;
+		pair_batch *x = &pb[j < 0];
 
-		pb->qo[pb->n] = i * d;
-		pb->bo[pb->n] = j * d;
-		pb->qi[pb->n] = i;
-		pb->bj[pb->n] = j;
-		pb->slot[pb->n++] = slot;
-		if (pb->n == MW)
-			batch_score(c, pb, b);
+		j = j < 0 ? -1 - j : j;
+		x->qo[x->n] = i * d;
+		x->bo[x->n] = j * d;
+		x->qi[x->n] = i;
+		x->bj[x->n] = j;
+		x->slot[x->n++] = slot;
+		if (x->n == MW) {
+			if (x == pb)
+				batch_score(c, x, b->x, c->bb);
+			else
+				batch_score(c, x, c->qx, c->qq);
+		}
 	}
+}
+
+/* The global index of candidate j (cpu_side). */
+static int64_t cand_global(const cpu_backend *c, const xj_rows *b, int64_t j)
+{
+	return j >= 0 ? b->first_row + j : c->qfirst + (-1 - j);
 }
 
 /*
@@ -386,7 +427,7 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 	t->rescored += (double)c->npend[i];
 
 	for (int64_t p = 0; p < c->npend[i]; p++) {
-		int64_t gj = b->first_row + pend[p].j;
+		int64_t gj = cand_global(c, b, pend[p].j);
 		float key = pend[p].up;
 
 		if (cfg->has_threshold && !(key <= cfg->threshold_key))
@@ -418,12 +459,12 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
 			const xj_rows *b)
 {
-	pair_batch pb;
+	pair_batch pb[2];
 	double t0 = omp_get_wtime();
 
-	pb.n = 0;
-	batch_add_query(c, &pb, i, b);
-	batch_score(c, &pb, b);
+	pb[0].n = pb[1].n = 0;
+	batch_add_query(c, pb, i, b);
+	batches_score(c, pb, b);
 	query_merge(c, t, i, b);
 	t->rescore_s += omp_get_wtime() - t0;
 }
@@ -436,14 +477,14 @@ static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
 static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		       int64_t min_pend, const xj_rows *b)
 {
-	pair_batch pb;
+	pair_batch pb[2];
 	double t0 = omp_get_wtime();
 
-	pb.n = 0;
+	pb[0].n = pb[1].n = 0;
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] && c->npend[i] >= min_pend)
-			batch_add_query(c, &pb, i, b);
-	batch_score(c, &pb, b);
+			batch_add_query(c, pb, i, b);
+	batches_score(c, pb, b);
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] && c->npend[i] >= min_pend)
 			query_merge(c, t, i, b);
@@ -489,16 +530,20 @@ static double row_offset(const cpu_backend *c, int64_t i)
 
 /* Error bound of the tile values of query i against sub-tile s (its
  * largest float base norm, and rounding error for bf16/int8). */
-static double row_err(const cpu_backend *c, int64_t i, int64_t s)
+double cpu_side_err(const cpu_backend *c, int64_t i, float nmax, float emax)
 {
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
-	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : c->submax[s];
+	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : nmax;
 
 	if (lowp(c))
 		return metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
-					     c->ql.err[i], c->subemax[s],
-					     c->prec);
+					     c->ql.err[i], emax, c->prec);
 	return metric_err_bound(c->cfg.metric, c->cfg.d, qn, bn);
+}
+
+static double row_err(const cpu_backend *c, int64_t i, int64_t s)
+{
+	return cpu_side_err(c, i, c->submax[s], lowp(c) ? c->subemax[s] : 0);
 }
 
 /* x plus a relative 2^-40 of mag: covers the rounding of the few double
@@ -668,7 +713,7 @@ static float row_threshold(const cpu_backend *c, int64_t i, double err)
 static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
 		      float g, double off, double err, const xj_rows *b)
 {
-	if (c->cfg.self && b->first_row + j == c->qfirst + i)
+	if (c->cfg.self && cand_global(c, b, j) == c->qfirst + i)
 		return 0;
 	c->pend[i * c->cap + c->npend[i]++] =
 		pend_bounds(c->cfg.metric, j, g, off, err);
@@ -690,7 +735,8 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
  * the scan does not push them again.
  */
 static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		     int64_t j0, int64_t nb, double err, const xj_rows *b)
+		     int64_t j0, int64_t step, int64_t nb, double err,
+		     const xj_rows *b)
 {
 	double off = row_offset(c, i);
 
@@ -706,23 +752,24 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 				best = j;
 			}
 		}
-		query_push(c, t, i, j0 + best, g[best], off, err, b);
+		query_push(c, t, i, j0 + step * best, g[best], off, err, b);
 		g[best] = NAN;
 	}
 	cpu_query_prune(c, t, i);
 }
 
-/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, inside
- * one TB sub-tile). */
-void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		  int64_t j0, int64_t nb, const xj_rows *b)
+/* Scan row i of the tile g: its nb values are the candidates j0 + step
+ * w, with error bound err. */
+static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		     int64_t j0, int64_t step, int64_t nb, double err,
+		     const xj_rows *b)
 {
-	double err = row_err(c, i, j0 / TB), off = row_offset(c, i);
+	double off = row_offset(c, i);
 	float thr;
 	int64_t j = 0;
 
 	if (c->gate[i] == INFINITY)
-		seed_row(c, t, i, g, j0, nb, err, b);
+		seed_row(c, t, i, g, j0, step, nb, err, b);
 	thr = row_threshold(c, i, err);
 	while (j < nb) {
 		/* hits of a block as bits; a gate that moved meanwhile only
@@ -736,15 +783,31 @@ void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 			int64_t w = j + __builtin_ctz(hits);
 
 			if (g[w] <= thr &&
-			    query_push(c, t, i, j0 + w, g[w], off, err, b))
+			    query_push(c, t, i, j0 + step * w, g[w], off, err,
+				       b))
 				thr = row_threshold(c, i, err);
 		}
 		j += SCAN_W;
 	}
 	for (; j < nb; j++)
 		if (g[j] <= thr &&
-		    query_push(c, t, i, j0 + j, g[j], off, err, b))
+		    query_push(c, t, i, j0 + step * j, g[j], off, err, b))
 			thr = row_threshold(c, i, err);
+}
+
+/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, inside
+ * one TB sub-tile). */
+void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		  int64_t j0, int64_t nb, const xj_rows *b)
+{
+	scan_row(c, t, i, g, j0, 1, nb, row_err(c, i, j0 / TB), b);
+}
+
+void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
+		       const cpu_side *s, int64_t nb, const xj_rows *b)
+{
+	scan_row(c, t, i, g, s->cand0, s->step, nb,
+		 cpu_side_err(c, i, s->nmax, s->emax), b);
 }
 
 /*
@@ -790,32 +853,34 @@ typedef struct pair_cols {
 	double err[TB], off[TB];
 } pair_cols;
 
-int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
-		  int64_t na, int64_t jb, int64_t nb, int64_t off,
-		  const float *ca, const float *cb, const xj_rows *b)
+int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
+		   const cpu_side *a, int64_t na, const cpu_side *bs,
+		   int64_t nb, const float *ca, const float *cb,
+		   const xj_rows *b)
 {
 	static const float zero[TB];
 	pair_cols pc;
 
 	for (int64_t r = 0; r < na; r++)
-		if (c->gate[ja + r + off] == INFINITY)
+		if (c->gate[a->q0 + r] == INFINITY)
 			return 0;
 	for (int64_t k = 0; k < nb; k++) {
-		int64_t q = jb + k + off;
+		int64_t q = bs->q0 + k;
 
 		if (c->gate[q] == INFINITY)
 			return 0;
-		pc.err[k] = row_err(c, q, ja / TB);
+		pc.err[k] = cpu_side_err(c, q, a->nmax, a->emax);
 		pc.off[k] = row_offset(c, q);
 		pc.thr[k] = row_threshold(c, q, pc.err[k]);
 	}
 	if (!cb)
 		cb = zero;
 	for (int64_t r = 0; r < na; r++) {
-		int64_t i = ja + r + off;
+		int64_t i = a->q0 + r;
 		const float *gr = g + r * nb;
 		float cr = ca ? ca[r] : 0.0f;
-		double err = row_err(c, i, jb / TB), roff = row_offset(c, i);
+		double err = cpu_side_err(c, i, bs->nmax, bs->emax);
+		double roff = row_offset(c, i);
 		float thr = row_threshold(c, i, err);
 
 		for (int64_t j = 0; j < nb; j += SCAN_W) {
@@ -832,21 +897,34 @@ int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
 			 * tested again, clear ones never */
 			for (; hits; hits &= hits - 1) {
 				int64_t w = j + __builtin_ctz(hits);
-				int64_t q = jb + w + off;
+				int64_t q = bs->q0 + w;
 				float vr = gr[w] + cb[w], vc = gr[w] + cr;
 
-				if (vr <= thr && query_push(c, t, i, jb + w, vr,
-							    roff, err, b))
+				if (vr <= thr &&
+				    query_push(c, t, i, bs->cand0 + bs->step * w,
+					       vr, roff, err, b))
 					thr = row_threshold(c, i, err);
 				if (vc <= pc.thr[w] &&
-				    query_push(c, t, q, ja + r, vc, pc.off[w],
-					       pc.err[w], b))
+				    query_push(c, t, q, a->cand0 + a->step * r,
+					       vc, pc.off[w], pc.err[w], b))
 					pc.thr[w] = row_threshold(c, q,
 								  pc.err[w]);
 			}
 		}
 	}
 	return 1;
+}
+
+int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
+		  int64_t na, int64_t jb, int64_t nb, int64_t off,
+		  const float *ca, const float *cb, const xj_rows *b)
+{
+	cpu_side sa = { ja + off, ja, 1, c->submax[ja / TB],
+			lowp(c) ? c->subemax[ja / TB] : 0 };
+	cpu_side sb = { jb + off, jb, 1, c->submax[jb / TB],
+			lowp(c) ? c->subemax[jb / TB] : 0 };
+
+	return cpu_scan_sides(c, t, g, &sa, na, &sb, nb, ca, cb, b);
 }
 
 /*
@@ -969,6 +1047,24 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;
 	c->active = 1;
+	c->cross = c->cfg.self && c->cfg.same_rows && c->cfg.parts <= 1 &&
+		   c->cfg.shard_rows > 0 && c->given;
+	if (c->cross) {
+		memset(c->given, 0, (size_t)q->rows);
+		/* the query rows as the base side of a pair tile */
+		for (int64_t i0 = 0; i0 < q->rows; i0 += TB) {
+			float mx = 0, emx = 0;
+
+			for (int64_t i = i0; i < q->rows && i < i0 + TB; i++) {
+				mx = c->qnorm[i] > mx ? c->qnorm[i] : mx;
+				if (lowp(c))
+					emx = c->ql.err[i] > emx ? c->ql.err[i]
+								 : emx;
+			}
+			c->qsubmax[i0 / TB] = mx;
+			c->qsubemax[i0 / TB] = emx;
+		}
+	}
 	return XJ_OK;
 }
 
@@ -1084,13 +1180,19 @@ int cpu_topk_add(xj_backend *be, const xj_rows *b, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
 	int64_t s0, slen;
+	int shared;
 
 	if (!c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu backend: topk_add before topk_begin");
 	if (cpu_base_prepare(c, b, st) || b->rows == 0 || c->qrows == 0)
 		return st->code;
-	if (cpu_sym_overlap(c, b, &s0, &slen) || c->cfg.parts > 1)
+	shared = cpu_sym_overlap(c, b, &s0, &slen);
+	if (shared < 0)
+		return xj_fail(st, XJ_EXIT_INTERNAL, "cpu backend: base rows "
+			       "%lld.. of a self-join differ from the same "
+			       "query rows", (long long)b->first_row);
+	if (shared || c->cfg.parts > 1)
 		return cpu_sym_add(c, b, s0, slen, st);
 	return cpu_tiles_run(c, b, tile_run, st);
 }

@@ -1,7 +1,8 @@
 /*
  * cpu_topk_sym.c: top-k of a self-join on the CPU backend: the rows that
- * a base chunk shares with the query chunk are joined with each other
- * once per pair of tiles instead of twice.
+ * a base chunk shares with the query chunk are joined with each other,
+ * and with the query rows that later chunks bring, once per pair of
+ * tiles instead of twice.
  *
  * When queries and base are the same rows (one file's one dataset on both
  * sides: cfg.same_rows) and pairs (i, i) are skipped (cfg.self),
@@ -60,6 +61,28 @@
  * stalls the others at every barrier. Then every row's survivors are
  * rescored.
  *
+ * Across chunks (c->cross: one rank's stream of a self-join that is not
+ * split into parts, cfg.shard_* known). The shared rows S of each chunk
+ * are also joined, as block pairs of the same kind, with the query rows
+ * after them that the rank streams as base rows later (partners, [q1,
+ * p1): its shard's rows in the query chunk), whose float squared norms,
+ * rounded rows and block maxima the query chunk keeps (cpu_topk.c,
+ * topk_begin): both lists fed, the partner side's candidates naming query
+ * rows (cpu_side: rescored against the query chunk's copy of the row,
+ * the same bits as the base chunk's). A row given as a base row earlier
+ * in this stream (c->given) has S already and a partner gets it here, so
+ * both take only the chunk rows outside S as plain tiles; every other
+ * row takes the whole chunk. After chunk c every row has seen the stream's
+ * chunks 0 .. c, as on the plain path, so a snapshot between chunks keeps
+ * its meaning; its lists may hold pairs past it, which a resumed round
+ * (whose rows before its first chunk take plain tiles) meets again, and
+ * topk_merge takes such a pair once. Every shared row must go this way
+ * (no SYM_MIN_ROWS floor), as its earlier partners hold its pairs. The
+ * shared and partner blocks run in rounds: shared group g with partner
+ * group (g + r) mod gp in round r, no row in two pairs of a round. GEMM
+ * FLOPs of a query chunk of n rows streamed in any base chunks: about n^2
+ * d instead of 2 n^2 d.
+ *
  * Costs: the GEMM of the shared rows drops from len^2 d to about
  * len^2 d / 2 FLOPs (+ TB len d for the diagonal); the scans stay
  * len^2 compares, in one pass over each off-diagonal tile. (Building the
@@ -89,12 +112,15 @@ int cpu_sym_overlap(const cpu_backend *c, const xj_rows *b, int64_t *b0,
 	sym_shared(c->qfirst, c->qrows, b->first_row, b->rows, &g0, &g1);
 	*b0 = 0;
 	*len = 0;
-	if (!c->cfg.self || !c->cfg.same_rows || g1 - g0 < SYM_MIN_ROWS)
+	/* across chunks every shared row must take this path: its earlier
+	 * partners have its pairs with them already */
+	if (!c->cfg.self || !c->cfg.same_rows ||
+	    g1 - g0 < (c->cross ? 1 : SYM_MIN_ROWS))
 		return 0;
 	/* the same indices must be the same rows */
 	if (memcmp(c->qx + (g0 - c->qfirst) * d, b->x + (g0 - b->first_row) * d,
 		   (size_t)((g1 - g0) * d) * sizeof(float)))
-		return 0;
+		return c->cross ? -1 : 0;
 	*b0 = g0 - b->first_row;
 	*len = g1 - g0;
 	return 1;
@@ -202,6 +228,114 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 	return XJ_OK;
 }
 
+/* ---- pairs across chunks ------------------------------------------ */
+
+/*
+ * Shared block (sx, nx) (chunk rows) with partner block (sy, ny) (query
+ * rows after the shared ones): pair_run's GEMM and scan with the partner
+ * rows read from the query chunk (its float rows, squared norms, rounded
+ * rows; the same bits as a base chunk's: the same functions of the same
+ * rows), and candidates that name them (cpu_side).
+ */
+static int cross_run(cpu_backend *c, cpu_thread *t, int64_t sx, int64_t nx,
+		     int64_t sy, int64_t ny, int64_t off, const xj_rows *b,
+		     xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d;
+	int cosine = m == XJ_METRIC_COSINE;
+	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	const float *ca = l2 ? c->bn2 + sx : cosine ? c->ones : NULL;
+	const float *cb = l2 ? c->qn2 + sy : cosine ? c->ones : NULL;
+	cpu_side sa = { sx + off, sx, 1, c->submax[sx / TB],
+			c->subemax[sx / TB] };
+	cpu_side sb = { sy, -1 - sy, -1, c->qsubmax[sy / TB],
+			c->qsubemax[sy / TB] };
+
+	if (c->gemm_pair) {
+		if (cpu_gemm_tile(c->gemm_pair, (int)(t - c->th), NULL, &c->bl,
+				  sx, NULL, &c->ql, sy, nx, ny, NULL, t->g, st))
+			return st->code;
+	} else {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nx,
+			    (int)ny, (int)d, l2 ? -2.0f : -1.0f,
+			    (cosine ? c->bhat : b->x) + sx * d, (int)d,
+			    (cosine ? c->qhat : c->qx) + sy * d, (int)d, 0.0f,
+			    t->g, (int)ny);
+	}
+	t->flops += 2.0 * (double)nx * (double)ny * (double)d;
+	if (!cpu_scan_sides(c, t, t->g, &sa, nx, &sb, ny, ca, cb, b)) {
+		/* a query without a gate: whole tiles, which seed it */
+		cpu_transpose(t->g, nx, ny, ca, t->gt);
+		for (int64_t r = 0; cb && r < nx; r++)
+			tile_add_row(t->g + r * ny, cb, ny);
+		for (int64_t r = 0; r < nx; r++)
+			cpu_scan_row_side(c, t, sx + r + off, t->g + r * ny,
+					  &sb, ny, b);
+		for (int64_t k = 0; k < ny; k++)
+			cpu_scan_row_side(c, t, sy + k, t->gt + k * nx, &sa,
+					  nx, b);
+	}
+	rows_prune(c, t, sx + off, sx + nx + off);
+	rows_prune(c, t, sy, sy + ny);
+	return XJ_OK;
+}
+
+/* Every shared block of group gx (gs groups over nblk) with every partner
+ * block of group gy (gp groups over np). */
+static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
+		       int64_t nblk, int64_t b0, int64_t len, int64_t gy,
+		       int64_t gp, int64_t np, int64_t p0, int64_t p1,
+		       const xj_rows *b, xj_status *st)
+{
+	int64_t off = b->first_row - c->qfirst;
+
+	for (int64_t x = gx * nblk / gs; x < (gx + 1) * nblk / gs; x++) {
+		int64_t sx, nx;
+
+		sym_block_of(b0, len, x, &sx, &nx);
+		for (int64_t y = gy * np / gp; y < (gy + 1) * np / gp; y++) {
+			int64_t sy, ny;
+
+			sym_block_of(p0, p1 - p0, y, &sy, &ny);
+			if (cross_run(c, t, sx, nx, sy, ny, off, b, st))
+				return st->code;
+		}
+	}
+	return XJ_OK;
+}
+
+/* Query tile it (tq rows) against the chunk when the pairs across chunks
+ * run: a row that has this chunk's shared rows [q0, q1) already or gets
+ * them here (itself shared, given as a base row earlier in the stream, or
+ * a partner in [q1, p1)) takes the chunk rows outside [b0, b0 + len),
+ * any other row all of them. */
+static int plain_tile_cross(cpu_backend *c, cpu_thread *t, int64_t it,
+			    int64_t tq, int64_t q0, int64_t p1, int64_t b0,
+			    int64_t len, const xj_rows *b, xj_status *st)
+{
+	int64_t i0 = it * tq, end = i0 + tq < c->qrows ? i0 + tq : c->qrows;
+
+	while (i0 < end) {
+		int out = (i0 >= q0 && i0 < p1) || c->given[i0];
+		int64_t i1 = i0 + 1;
+
+		while (i1 < end &&
+		       ((i1 >= q0 && i1 < p1) || c->given[i1]) == out)
+			i1++;
+		if (!out) {
+			if (cpu_tile_cols(c, t, i0, i1, 0, b->rows, b, st))
+				return st->code;
+		} else if (cpu_tile_cols(c, t, i0, i1, 0, b0, b, st) ||
+			   cpu_tile_cols(c, t, i0, i1, b0 + len, b->rows, b,
+					 st)) {
+			return st->code;
+		}
+		i0 = i1;
+	}
+	return XJ_OK;
+}
+
 /* Tile it of those rows against the plain part of B. */
 static int plain_tile(cpu_backend *c, cpu_thread *t, int64_t it,
 		      const sym_plain_rows *pr, int64_t b0, int64_t len,
@@ -255,6 +389,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	int64_t ngb = ng + (ng & 1);    /* with the bye */
 	int64_t part = c->cfg.parts > 1 ? c->cfg.part : 0;
 	int64_t parts = c->cfg.parts > 1 ? c->cfg.parts : 1;
+	int64_t p1 = q1, np = 0, gs = 0, gp = 0;
 	sym_plain_rows pr;
 	double flops = 0, rescored = 0, rescore_s = 0;
 	int team, failed = 0;
@@ -264,6 +399,22 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	/* the plain pairs split by query row, the block pairs and diagonal
 	 * blocks dealt in turn: the same on every rank, whatever its threads */
 	sym_plain_rows_of(&pr, q0, q1, c->qrows, part, parts, tq);
+	if (c->cross && len) {
+		/* partners: the query rows after the shared ones that this
+		 * rank's stream gives as base rows later */
+		int64_t end = c->cfg.shard_first + c->cfg.shard_rows -
+			      c->qfirst;
+
+		p1 = end < c->qrows ? end : c->qrows;
+		p1 = p1 > q1 ? p1 : q1;
+		np = sym_block_count(q1, p1 - q1);
+		gs = nblk < c->threads ? nblk : c->threads;
+		gp = np < 2 * c->threads ? np : 2 * c->threads;
+		gp = gp > gs ? gp : gs;
+		gs = np < gs ? np : gs;
+		gp = np < gp ? np : gp;
+		pr.tiles = nfin;
+	}
 
 #pragma omp parallel num_threads(c->threads) \
 	reduction(+ : flops, rescored, rescore_s) if (team)
@@ -280,7 +431,11 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 #pragma omp atomic read
 			bad = failed;
 			if (!bad)
-				note_failure(plain_tile(c, t, it, &pr, b0, len,
+				note_failure(c->cross ?
+					     plain_tile_cross(c, t, it, tq, q0,
+							      p1, b0, len, b,
+							      &tst) :
+					     plain_tile(c, t, it, &pr, b0, len,
 							b, &tst),
 					     &tst, &failed, st);
 		}
@@ -308,6 +463,22 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 						       b0, len, b, &tst),
 					     &tst, &failed, st);
 		}
+		/* across chunks: round r pairs shared group g with partner
+		 * group (g + r) mod gp, so no row is in two pairs at once */
+		for (int64_t r = 0; r < gp; r++) {
+#pragma omp for schedule(dynamic, 1)
+			for (int64_t g = 0; g < gs; g++) {
+#pragma omp atomic read
+				bad = failed;
+				if (!bad)
+					note_failure(cross_group(c, t, g, gs,
+								 nblk, b0, len,
+								 (g + r) % gp,
+								 gp, np, q1, p1,
+								 b, &tst),
+						     &tst, &failed, st);
+			}
+		}
 #pragma omp for schedule(dynamic, 1)
 		for (int64_t it = 0; it < nfin; it++) {
 			int64_t i0 = it * tq;
@@ -322,5 +493,7 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 	c->be.gemm_flops += flops;
 	c->be.rescored_pairs += rescored;
 	c->be.rescore_seconds += rescore_s / (team ? c->threads : 1);
+	if (c->cross && len)
+		memset(c->given + q0, 1, (size_t)len);
 	return failed ? st->code : XJ_OK;
 }

@@ -2032,12 +2032,23 @@ def self_rows(ctx, path, copy, n=2600):
 # (3 blocks, the last partial; a round whose 400 shared rows take the
 # plain path); 2, 3 and 4 ranks split the self-join (a 1 x P grid, every
 # rank scoring its share of each chunk's pairs, plan.h), also with forced
-# chunks. Tiny chunks are the plain path's: the invariance case covers
-# them.
+# chunks. Base chunks smaller than the query chunk score each pair once
+# across chunks (cpu_topk_sym.c): blocks that cross a multiple of 512,
+# two query chunks whose base chunks straddle them, and grids of 2 and 3
+# ranks (query rows split, base shards: pairs once inside a rank's own
+# shard only). Tiny chunks are the plain path's: the invariance case
+# covers them.
 SELF_JOBS = (
     (1, "l2", []), (1, "sqeuclidean", []), (1, "cosine", []), (1, "ip", []),
     (1, "l2", ["--chunk-rows", 1100]), (2, "cosine", ["--chunk-rows", 1100]),
     (3, "ip", []), (4, "l2", []),
+    (1, "l2", ["--base-chunk-rows", 600]),
+    (1, "cosine", ["--base-chunk-rows", 1100]),
+    (1, "ip", ["--base-chunk-rows", 700]),
+    (1, "sqeuclidean", ["--chunk-rows", 2000, "--base-chunk-rows", 700]),
+    (2, "l2", ["--base-chunk-rows", 600]),
+    (2, "l2", ["--chunk-rows", 1000, "--base-chunk-rows", 300]),
+    (3, "cosine", ["--chunk-rows", 900, "--base-chunk-rows", 400]),
 )
 
 
@@ -2099,14 +2110,18 @@ def _self_lowp(ctx, ranks, f, plain):
             print("precision %s not here: self-join case skipped" % p,
                   flush=True)
             continue
-        for nranks, metric in ((1, "l2"), (1, "cosine"), (1, "ip"),
-                               (2, "sqeuclidean")):
+        for nranks, metric, extra in ((1, "l2", []), (1, "cosine", []),
+                                      (1, "ip", []), (2, "sqeuclidean", []),
+                                      (1, "l2", ["--base-chunk-rows", 600]),
+                                      (1, "cosine",
+                                       ["--base-chunk-rows", 900])):
             if nranks not in ranks:
                 continue
-            what = "np%d self %s --precision %s" % (nranks, metric, p)
+            what = "np%d self %s --precision %s %s" % (
+                nranks, metric, p, " ".join(map(str, extra)))
             out = ctx.path("self-lowp.h5")
             argv = ["topk", "-q", f, "-b", f, "-k", 10, "-m", metric,
-                    "--device", "cpu", "--precision", p]
+                    "--device", "cpu", "--precision", p] + extra
             flops = _gemm_flops(ctx, nranks, argv, out, what)
             if flops is None:
                 continue
@@ -2171,7 +2186,8 @@ def _self_interrupted(ctx):
     """SIGTERM to a self-join of 11 rounds of 11 chunks (one of each
     round's symmetric) once a round is done (the signal most likely lands
     inside a round, which records its lists so far): --resume on another
-    rank count finishes with the uninterrupted bits."""
+    rank count finishes with the uninterrupted bits; the same with the
+    pairs scored once across chunks."""
     f = ctx.path("big.h5")
     if not ctx.run_ok(1, ["gen", "--rows", 12000, "--dim", 24, "--queries",
                           1, "--seed", 7, "-o", f], "gen input"):
@@ -2181,7 +2197,19 @@ def _self_interrupted(ctx):
            "--chunk-rows", 1100, "--checkpoint-seconds", 0]
     if not ctx.run_ok(1, job + ["-o", ref], "uninterrupted self-join"):
         return
-    for first, then in ((1, 2), (2, 1)):
+    # pairs once across chunks (3 rounds of 30 base chunks): a round
+    # resumed inside it, on one rank or split over two, meets lists that
+    # hold pairs past the record's base rows already
+    cross = job[:7] + ["--chunk-rows", 4400, "--base-chunk-rows", 400,
+                       "--checkpoint-seconds", 0]
+    _self_resumed(ctx, cross, ref, out, ((1, 2), (1, 1)), "across chunks")
+    _self_resumed(ctx, job, ref, out, ((1, 2), (2, 1)), "")
+
+
+def _self_resumed(ctx, job, ref, out, pairs, what):
+    """SIGTERM midway through job, then --resume on each pair's second
+    rank count: the bits of ref."""
+    for first, then in pairs:
         for x in [out] + _left_behind(out):
             if os.path.exists(x):
                 os.unlink(x)
@@ -2190,14 +2218,15 @@ def _self_interrupted(ctx):
         if not got:
             return
         rc, sout, serr = got
-        if not ctx.check(rc == 5, "self-join np%d: SIGTERM: exit %s"
-                         % (first, rc)):
+        if not ctx.check(rc == 5, "self-join %s np%d: SIGTERM: exit %s"
+                         % (what, first, rc)):
             _dump(sout, serr)
             return
         if ctx.run_ok(then, job + ["--resume", "-o", out],
-                      "self-join --resume np%d -> np%d" % (first, then)):
-            ctx.check(_same_results(ref, out), "self-join np%d -> np%d: "
-                      "resumed output differs" % (first, then))
+                      "self-join %s --resume np%d -> np%d"
+                      % (what, first, then)):
+            ctx.check(_same_results(ref, out), "self-join %s np%d -> np%d: "
+                      "resumed output differs" % (what, first, then))
 
 
 # (ranks, extra options) of the self matrix: the triangle's blocks are the

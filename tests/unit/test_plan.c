@@ -57,9 +57,10 @@ static void test_grid_follows_shape(void)
 	CU_ASSERT_EQUAL(p.pr * p.pc, 7);
 }
 
-/* Self-join: one rank grows the base chunk to the query chunk; several
- * ranks split the set (1 x P, the whole base each) when it fits one query
- * chunk, and keep the ordinary grid when it does not. */
+/* Self-join: one rank grows the base chunk to the query chunk (or, where
+ * the backend scores pairs once across base chunks, keeps the query chunk
+ * whole); several ranks split the set (1 x P, the whole base each) when
+ * it fits one query chunk, and keep the ordinary grid when it does not. */
 static void test_self_join(void)
 {
 	plan p;
@@ -90,6 +91,19 @@ static void test_self_join(void)
 	CU_ASSERT_EQUAL(p.split, 0);
 	CU_ASSERT_EQUAL(p.pr, 2);
 	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	/* pairs once across base chunks (the CPU): the query chunk as large
+	 * as it fits, the base chunks a plain top-k's */
+	in = topk_in(300000, 300000, 1, INT64_C(1) << 32);
+	in.self_join = 1;
+	in.self_cross = 1;
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.qchunk_rows, 300000);
+	CU_ASSERT_EQUAL(p.bchunk_rows, 16384);
+	CU_ASSERT(p.peak_bytes <= in.budget_bytes);
+	in.self_cross = 0;     /* the GPU: a multiple of the base chunk */
+	CU_ASSERT_EQUAL(plan_make(&in, &p, &st), XJ_OK);
+	CU_ASSERT_EQUAL(p.bchunk_rows, 131072);
+	CU_ASSERT_EQUAL(p.qchunk_rows % p.bchunk_rows, 0);
 }
 
 static void test_budget_respected(void)

@@ -213,6 +213,43 @@ static void test_merge_all_padding(void)
 	CU_ASSERT(out_k[0] == 1 && out_k[1] == 1 && out_k[2] == 1);
 }
 
+/* An entry that several lists hold is taken once, tracked (few lists)
+ * or not (more than the merge tracks on its stack). */
+static void test_merge_shared(void)
+{
+	enum { K = 4, LISTS = 5000 };
+	static float keys[LISTS][K];
+	static int64_t idxs[LISTS][K];
+	static const float *kp[LISTS];
+	static const int64_t *ip[LISTS];
+	float out_k[K];
+	int64_t out_i[K];
+	static const int sizes[] = { 2, 3, LISTS };
+
+	for (size_t si = 0; si < UNIT_COUNT(sizes); si++) {
+		int n = sizes[si];
+
+		for (int j = 0; j < n; j++) {
+			/* every list: (1, 5) (2, 6), then its own */
+			keys[j][0] = 1;
+			idxs[j][0] = 5;
+			keys[j][1] = 2;
+			idxs[j][1] = 6;
+			keys[j][2] = 3 + (float)j;
+			idxs[j][2] = 100 + j;
+			topk_pad(keys[j], idxs[j], 3, K);
+			kp[j] = keys[j];
+			ip[j] = idxs[j];
+		}
+		poison(out_k, out_i, K);
+		topk_merge(n, kp, ip, K, out_k, out_i);
+		CU_ASSERT(out_i[0] == 5 && out_i[1] == 6 && out_i[2] == 100 &&
+			  out_i[3] == 101);
+		CU_ASSERT(out_k[0] == 1 && out_k[1] == 2 && out_k[2] == 3 &&
+			  out_k[3] == 4);
+	}
+}
+
 int main(void)
 {
 	static const unit_test tests[] = {
@@ -221,6 +258,7 @@ int main(void)
 		{ "pad", test_pad },
 		{ "merge vs sorted concatenation", test_merge },
 		{ "merge padding and ties", test_merge_all_padding },
+		{ "merge takes a shared entry once", test_merge_shared },
 	};
 
 	return unit_run("topk", tests, UNIT_COUNT(tests));
