@@ -64,7 +64,11 @@ typedef struct xj_rows {
 				* same tag, first_row and rows hold the same
 				* values, so a backend may keep its copy (the
 				* CUDA matrix keeps the query block on the
-				* device across the base blocks) */
+				* device across the base blocks); a
+				* topk_begin with the last one's tag
+				* continues its stream: the caller merges
+				* the lists of both (the CPU's self-join
+				* then skips pairs the first scored) */
 } xj_rows;
 
 typedef struct xj_backend_cfg {

@@ -260,7 +260,12 @@ static int round_begin(xj_run *run, h5in *qin, topk_bufs *b,
 	double t0 = report_now();
 
 	if (!rs->q.x) {
-		rs->q = (xj_rows){ NULL, rs->qrows, run->job->d, rs->q0, 0 };
+		static uint64_t rounds_loaded;
+
+		/* one tag a round: a stream restarted after a snapshot
+		 * continues the round's (the folds keep its lists) */
+		rs->q = (xj_rows){ NULL, rs->qrows, run->job->d, rs->q0,
+				   ++rounds_loaded };
 		rs->q.x = driver_input_rows(run, qin, 0, rs->q0, rs->qrows,
 					    b->q, st);
 		report_add(run->rep, PH_READ, &t0);

@@ -134,6 +134,7 @@ typedef struct cpu_backend {
 	float *kbound;     /* key bound behind the gate (cpu_topk.c) */
 	/* a self-join's pairs once across chunks (cpu_topk_sym.c) */
 	int cross;         /* on for this query chunk */
+	uint64_t qtag;     /* the stream's query rows' tag (xj_rows) */
 	float *qn2;        /* float squared norms (l2 family) */
 	float *qsubmax;    /* largest qnorm per TB block of query rows */
 	float *qsubemax;   /* largest rounding error likewise */

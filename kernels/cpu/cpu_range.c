@@ -131,6 +131,7 @@ int cpu_range_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	c->qx = q->x;
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;
+	c->qtag = 0;   /* not a top-k stream to continue */
 	c->range->qrows = q->rows;
 	c->range->active = 1;
 	c->range->ended = 0;

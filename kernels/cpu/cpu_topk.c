@@ -1026,6 +1026,7 @@ static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
+	int same;
 
 	if (c->cfg.k < 1)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
@@ -1036,21 +1037,32 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	if (query_reserve(c, q->rows, st) || cpu_query_prepare(c, q, st) ||
 	    cpu_query_pack(c, q, st))
 		return st->code;
+	/* the same tagged rows again: the caller merges this stream's
+	 * lists with the last one's, so the gates derived from its pairs
+	 * stay valid (a pair they rule out is beaten by k pairs of those
+	 * lists), and a self-join's rows given then have their pairs
+	 * (cpu_topk_sym.c) */
+	same = q->tag && q->tag == c->qtag && q->first_row == c->qfirst &&
+	       q->rows == c->qrows;
 	for (int64_t i = 0; i < q->rows; i++) {
-		c->gate[i] = c->gate0;
+		if (!same) {
+			c->gate[i] = c->gate0;
+			c->kbound[i] = INFINITY;
+		}
 		c->ecount[i] = 0;
 		c->npend[i] = 0;
 		c->nkept[i] = 0;
-		c->kbound[i] = INFINITY;
 	}
 	c->qx = q->x;
 	c->qrows = q->rows;
 	c->qfirst = q->first_row;
+	c->qtag = q->tag;
 	c->active = 1;
 	c->cross = c->cfg.self && c->cfg.same_rows && c->cfg.parts <= 1 &&
 		   c->cfg.shard_rows > 0 && c->given;
 	if (c->cross) {
-		memset(c->given, 0, (size_t)q->rows);
+		if (!same)
+			memset(c->given, 0, (size_t)q->rows);
 		/* the query rows as the base side of a pair tile */
 		for (int64_t i0 = 0; i0 < q->rows; i0 += TB) {
 			float mx = 0, emx = 0;

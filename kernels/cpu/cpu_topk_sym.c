@@ -282,7 +282,10 @@ static int cross_run(cpu_backend *c, cpu_thread *t, int64_t sx, int64_t nx,
 }
 
 /* Every shared block of group gx (gs groups over nblk) with every partner
- * block of group gy (gp groups over np). */
+ * block of group gy (gp groups over np): each partner block against the
+ * group's shared blocks in turn, so that the partner rows (up to the
+ * whole query chunk) are read once a chunk and the shared ones stay in
+ * the cache. */
 static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 		       int64_t nblk, int64_t b0, int64_t len, int64_t gy,
 		       int64_t gp, int64_t np, int64_t p0, int64_t p1,
@@ -290,14 +293,15 @@ static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 {
 	int64_t off = b->first_row - c->qfirst;
 
-	for (int64_t x = gx * nblk / gs; x < (gx + 1) * nblk / gs; x++) {
-		int64_t sx, nx;
+	for (int64_t y = gy * np / gp; y < (gy + 1) * np / gp; y++) {
+		int64_t sy, ny;
 
-		sym_block_of(b0, len, x, &sx, &nx);
-		for (int64_t y = gy * np / gp; y < (gy + 1) * np / gp; y++) {
-			int64_t sy, ny;
+		sym_block_of(p0, p1 - p0, y, &sy, &ny);
+		for (int64_t x = gx * nblk / gs; x < (gx + 1) * nblk / gs;
+		     x++) {
+			int64_t sx, nx;
 
-			sym_block_of(p0, p1 - p0, y, &sy, &ny);
+			sym_block_of(b0, len, x, &sx, &nx);
 			if (cross_run(c, t, sx, nx, sy, ny, off, b, st))
 				return st->code;
 		}
