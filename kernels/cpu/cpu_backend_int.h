@@ -259,25 +259,21 @@ void cpu_range_free(cpu_backend *c);
 void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		  int64_t j0, int64_t nb, const xj_rows *b);
 void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
-/* Scan a self-join's pair tile g (na x nb: the scaled dot products of
- * chunk rows [ja, ja + na) with rows [jb, jb + nb), a different TB
- * sub-tile each) for both sides in one pass: row r is query ja + r + off
- * against base rows jb.. with values g[r][k] + cb[k], column k query
- * jb + k + off against base rows ja.. with values g[r][k] + ca[r] (ca,
- * cb NULL: no constant). Returns 0, scanning nothing, when one of those
- * queries has no gate yet (cpu_scan_row seeds it). */
-int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
-		  int64_t na, int64_t jb, int64_t nb, int64_t off,
-		  const float *ca, const float *cb, const xj_rows *b);
-/* One side of a pair tile: its rows are the queries q0 + r and, for the
- * other side's queries, the candidates cand0 + step r (chunk rows: cand0
- * = j, step 1; query rows: cand0 = -1 - i, step -1); nmax and emax, its
- * largest norm and rounding error, bound the other side's tile values. */
+/* One side of a self-join's pair tile: its rows are the queries q0 + r
+ * and, for the other side's queries, the candidates cand0 + step r
+ * (chunk rows: cand0 = j, step 1; query rows: cand0 = -1 - i, step -1);
+ * nmax and emax, its largest norm and rounding error, bound the other
+ * side's tile values (its rows lie in one TB block). */
 typedef struct cpu_side {
 	int64_t q0, cand0, step;
 	float nmax, emax;
 } cpu_side;
-/* cpu_scan_pair for any two sides (a: the tile's rows, b: its columns) */
+/* Scan a self-join's pair tile g (na x nb: the scaled dot products of
+ * side a's rows with side bs's) for both sides in one pass: row r is
+ * query a->q0 + r against bs's candidates with values g[r][k] + cb[k],
+ * column k query bs->q0 + k against a's with values g[r][k] + ca[r] (ca,
+ * cb NULL: no constant). Returns 0, scanning nothing, when one of those
+ * queries has no gate yet (cpu_scan_row_side seeds it). */
 int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		   const cpu_side *a, int64_t na, const cpu_side *bs,
 		   int64_t nb, const float *ca, const float *cb,

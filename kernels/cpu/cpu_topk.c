@@ -915,18 +915,6 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 	return 1;
 }
 
-int cpu_scan_pair(cpu_backend *c, cpu_thread *t, const float *g, int64_t ja,
-		  int64_t na, int64_t jb, int64_t nb, int64_t off,
-		  const float *ca, const float *cb, const xj_rows *b)
-{
-	cpu_side sa = { ja + off, ja, 1, c->submax[ja / TB],
-			lowp(c) ? c->subemax[ja / TB] : 0 };
-	cpu_side sb = { jb + off, jb, 1, c->submax[jb / TB],
-			lowp(c) ? c->subemax[jb / TB] : 0 };
-
-	return cpu_scan_sides(c, t, g, &sa, na, &sb, nb, ca, cb, b);
-}
-
 /*
  * The tile G = alpha Q_tile B_sub^T + beta C. For l2 and cosine C holds
  * the constant part of the approx-space value in every row (|b_j|^2, or

@@ -32,7 +32,7 @@
  * through the canonical rescoring of its own query row against its own
  * base row, so the lists are the exact canonical top-k, the same bits as
  * the plain path's, in whatever order the pairs were pushed. The scan
- * reads D once for both sides (cpu_scan_pair: each element plus C_b[c]
+ * reads D once for both sides (cpu_scan_sides: each element plus C_b[c]
  * against its row's threshold and plus C_a[r] against its column's);
  * while a query of the pair has no gate yet, the tiles are built whole
  * (the column tile by a transpose) and scanned by cpu_scan_row, which
@@ -143,52 +143,85 @@ static void rows_prune(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1)
 }
 
 /*
- * Blocks (sa, na) and (sb, nb) of chunk rows, a != b: one GEMM into
- * t->g (sgemm, or in bf16/int8 oneDNN's on the chunk's rounded rows),
- * both sides scanned. off turns a chunk row into its query row.
+ * One block of a pair tile: rows r0 .. r0 + n of float rows x (cosine:
+ * normalised) and of their rounding low, the constants its values get
+ * as the other side's candidates (l2: float squared norms; cosine: ones;
+ * ip: none) from cst[0], and its side of the scan.
  */
-static int pair_run(cpu_backend *c, cpu_thread *t, int64_t sa, int64_t na,
-		    int64_t sb, int64_t nb, int64_t off, const xj_rows *b,
-		    xj_status *st)
+typedef struct pair_blk {
+	const float *x, *cst;
+	const cpu_gemm_rows *low;
+	int64_t r0, n;
+	cpu_side side;
+} pair_blk;
+
+/* Chunk rows [s, s + n) (query rows s + off). */
+static pair_blk chunk_blk(const cpu_backend *c, const xj_rows *b, int64_t s,
+			  int64_t n, int64_t off)
 {
 	xj_metric m = c->cfg.metric;
-	int64_t d = c->cfg.d;
-	const float *x = m == XJ_METRIC_COSINE ? c->bhat : b->x;
-	const float *cst = m == XJ_METRIC_IP ? NULL : c->ones;
-	float alpha = -1.0f;
-	int64_t ca = 0, cb = 0;   /* offsets into cst: 0 for the ones */
+	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
 
-	if (m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN) {
-		alpha = -2.0f;
-		cst = c->bn2;
-		ca = sa;
-		cb = sb;
-	}
+	return (pair_blk){ m == XJ_METRIC_COSINE ? c->bhat : b->x,
+			   l2 ? c->bn2 + s : m == XJ_METRIC_COSINE ? c->ones
+								: NULL,
+			   &c->bl, s, n,
+			   { s + off, s, 1, c->submax[s / TB],
+			     c->subemax[s / TB] } };
+}
+
+/* Query rows [s, s + n), as the partners of a chunk's shared rows. */
+static pair_blk query_blk(const cpu_backend *c, int64_t s, int64_t n)
+{
+	xj_metric m = c->cfg.metric;
+	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+
+	return (pair_blk){ m == XJ_METRIC_COSINE ? c->qhat : c->qx,
+			   l2 ? c->qn2 + s : m == XJ_METRIC_COSINE ? c->ones
+								: NULL,
+			   &c->ql, s, n,
+			   { s, -1 - s, -1, c->qsubmax[s / TB],
+			     c->qsubemax[s / TB] } };
+}
+
+/*
+ * Blocks a and e of different rows: one GEMM into t->g (sgemm, or in
+ * bf16/int8 oneDNN's on the rounded rows), both sides scanned.
+ */
+static int blocks_run(cpu_backend *c, cpu_thread *t, const pair_blk *a,
+		      const pair_blk *e, const xj_rows *b, xj_status *st)
+{
+	xj_metric m = c->cfg.metric;
+	int64_t d = c->cfg.d, na = a->n, nb = e->n;
+	float alpha = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ? -2.0f
+								       : -1.0f;
+
 	if (c->gemm_pair) {
-		if (cpu_gemm_tile(c->gemm_pair, (int)(t - c->th), NULL, &c->bl,
-				  sa, NULL, &c->bl, sb, na, nb, NULL, t->g, st))
+		if (cpu_gemm_tile(c->gemm_pair, (int)(t - c->th), NULL, a->low,
+				  a->r0, NULL, e->low, e->r0, na, nb, NULL,
+				  t->g, st))
 			return st->code;
 	} else {
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na,
-			    (int)nb, (int)d, alpha, x + sa * d, (int)d,
-			    x + sb * d, (int)d, 0.0f, t->g, (int)nb);
+			    (int)nb, (int)d, alpha, a->x + a->r0 * d, (int)d,
+			    e->x + e->r0 * d, (int)d, 0.0f, t->g, (int)nb);
 	}
 	t->flops += 2.0 * (double)na * (double)nb * (double)d;
-	if (!cpu_scan_pair(c, t, t->g, sa, na, sb, nb, off,
-			   cst ? cst + ca : NULL, cst ? cst + cb : NULL, b)) {
+	if (!cpu_scan_sides(c, t, t->g, &a->side, na, &e->side, nb, a->cst,
+			    e->cst, b)) {
 		/* a query without a gate: whole tiles, which seed it */
-		cpu_transpose(t->g, na, nb, cst ? cst + ca : NULL, t->gt);
-		for (int64_t r = 0; cst && r < na; r++)
-			tile_add_row(t->g + r * nb, cst + cb, nb);
+		cpu_transpose(t->g, na, nb, a->cst, t->gt);
+		for (int64_t r = 0; e->cst && r < na; r++)
+			tile_add_row(t->g + r * nb, e->cst, nb);
 		for (int64_t r = 0; r < na; r++)
-			cpu_scan_row(c, t, sa + r + off, t->g + r * nb, sb, nb,
-				     b);
+			cpu_scan_row_side(c, t, a->side.q0 + r, t->g + r * nb,
+					  &e->side, nb, b);
 		for (int64_t j = 0; j < nb; j++)
-			cpu_scan_row(c, t, sb + j + off, t->gt + j * na, sa, na,
-				     b);
+			cpu_scan_row_side(c, t, e->side.q0 + j, t->gt + j * na,
+					  &a->side, na, b);
 	}
-	rows_prune(c, t, sa + off, sa + na + off);
-	rows_prune(c, t, sb + off, sb + nb + off);
+	rows_prune(c, t, a->side.q0, a->side.q0 + na);
+	rows_prune(c, t, e->side.q0, e->side.q0 + nb);
 	return XJ_OK;
 }
 
@@ -218,10 +251,14 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 				  b, st))
 			return st->code;
 		for (int64_t y = gx == gy ? x + 1 : y0; y < y1; y++) {
+			pair_blk bx, by;
+
 			if (!sym_pair_mine(x, y, nblk, part, parts))
 				continue;
 			sym_block_of(b0, len, y, &sy, &ny);
-			if (pair_run(c, t, sx, nx, sy, ny, off, b, st))
+			bx = chunk_blk(c, b, sx, nx, off);
+			by = chunk_blk(c, b, sy, ny, off);
+			if (blocks_run(c, t, &bx, &by, b, st))
 				return st->code;
 		}
 	}
@@ -230,59 +267,11 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 
 /* ---- pairs across chunks ------------------------------------------ */
 
-/*
- * Shared block (sx, nx) (chunk rows) with partner block (sy, ny) (query
- * rows after the shared ones): pair_run's GEMM and scan with the partner
- * rows read from the query chunk (its float rows, squared norms, rounded
- * rows; the same bits as a base chunk's: the same functions of the same
- * rows), and candidates that name them (cpu_side).
- */
-static int cross_run(cpu_backend *c, cpu_thread *t, int64_t sx, int64_t nx,
-		     int64_t sy, int64_t ny, int64_t off, const xj_rows *b,
-		     xj_status *st)
-{
-	xj_metric m = c->cfg.metric;
-	int64_t d = c->cfg.d;
-	int cosine = m == XJ_METRIC_COSINE;
-	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
-	const float *ca = l2 ? c->bn2 + sx : cosine ? c->ones : NULL;
-	const float *cb = l2 ? c->qn2 + sy : cosine ? c->ones : NULL;
-	cpu_side sa = { sx + off, sx, 1, c->submax[sx / TB],
-			c->subemax[sx / TB] };
-	cpu_side sb = { sy, -1 - sy, -1, c->qsubmax[sy / TB],
-			c->qsubemax[sy / TB] };
-
-	if (c->gemm_pair) {
-		if (cpu_gemm_tile(c->gemm_pair, (int)(t - c->th), NULL, &c->bl,
-				  sx, NULL, &c->ql, sy, nx, ny, NULL, t->g, st))
-			return st->code;
-	} else {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nx,
-			    (int)ny, (int)d, l2 ? -2.0f : -1.0f,
-			    (cosine ? c->bhat : b->x) + sx * d, (int)d,
-			    (cosine ? c->qhat : c->qx) + sy * d, (int)d, 0.0f,
-			    t->g, (int)ny);
-	}
-	t->flops += 2.0 * (double)nx * (double)ny * (double)d;
-	if (!cpu_scan_sides(c, t, t->g, &sa, nx, &sb, ny, ca, cb, b)) {
-		/* a query without a gate: whole tiles, which seed it */
-		cpu_transpose(t->g, nx, ny, ca, t->gt);
-		for (int64_t r = 0; cb && r < nx; r++)
-			tile_add_row(t->g + r * ny, cb, ny);
-		for (int64_t r = 0; r < nx; r++)
-			cpu_scan_row_side(c, t, sx + r + off, t->g + r * ny,
-					  &sb, ny, b);
-		for (int64_t k = 0; k < ny; k++)
-			cpu_scan_row_side(c, t, sy + k, t->gt + k * nx, &sa,
-					  nx, b);
-	}
-	rows_prune(c, t, sx + off, sx + nx + off);
-	rows_prune(c, t, sy, sy + ny);
-	return XJ_OK;
-}
-
 /* Every shared block of group gx (gs groups over nblk) with every partner
- * block of group gy (gp groups over np): each partner block against the
+ * block of group gy (gp groups over np, query rows read from the query
+ * chunk: its float squared norms, rounded rows and block maxima, the
+ * same bits as a base chunk's), candidates naming query rows (cpu_side):
+ * each partner block against the
  * group's shared blocks in turn, so that the partner rows (up to the
  * whole query chunk) are read once a chunk and the shared ones stay in
  * the cache. */
@@ -295,14 +284,17 @@ static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 
 	for (int64_t y = gy * np / gp; y < (gy + 1) * np / gp; y++) {
 		int64_t sy, ny;
+		pair_blk bx, by;
 
 		sym_block_of(p0, p1 - p0, y, &sy, &ny);
+		by = query_blk(c, sy, ny);
 		for (int64_t x = gx * nblk / gs; x < (gx + 1) * nblk / gs;
 		     x++) {
 			int64_t sx, nx;
 
 			sym_block_of(b0, len, x, &sx, &nx);
-			if (cross_run(c, t, sx, nx, sy, ny, off, b, st))
+			bx = chunk_blk(c, b, sx, nx, off);
+			if (blocks_run(c, t, &bx, &by, b, st))
 				return st->code;
 		}
 	}
