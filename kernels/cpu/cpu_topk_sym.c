@@ -155,33 +155,29 @@ typedef struct pair_blk {
 	cpu_side side;
 } pair_blk;
 
-/* Chunk rows [s, s + n) (query rows s + off). */
-static pair_blk chunk_blk(const cpu_backend *c, const xj_rows *b, int64_t s,
-			  int64_t n, int64_t off)
+/* Rows [s, s + n) of the chunk b (query rows s + off), or with query set
+ * of the query chunk (the partners of a chunk's shared rows). */
+static pair_blk block_of(const cpu_backend *c, const xj_rows *b, int query,
+			 int64_t s, int64_t n, int64_t off)
 {
 	xj_metric m = c->cfg.metric;
 	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
+	int cosine = m == XJ_METRIC_COSINE;
+	const float *n2 = query ? c->qn2 : c->bn2;
+	pair_blk k = { query ? (cosine ? c->qhat : c->qx)
+			     : (cosine ? c->bhat : b->x),
+		       l2 ? n2 + s : cosine ? c->ones : NULL,
+		       query ? &c->ql : &c->bl, s, n,
+		       { s + off, s, 1, 0, 0 } };
 
-	return (pair_blk){ m == XJ_METRIC_COSINE ? c->bhat : b->x,
-			   l2 ? c->bn2 + s : m == XJ_METRIC_COSINE ? c->ones
-								: NULL,
-			   &c->bl, s, n,
-			   { s + off, s, 1, c->submax[s / TB],
-			     c->subemax[s / TB] } };
-}
-
-/* Query rows [s, s + n), as the partners of a chunk's shared rows. */
-static pair_blk query_blk(const cpu_backend *c, int64_t s, int64_t n)
-{
-	xj_metric m = c->cfg.metric;
-	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
-
-	return (pair_blk){ m == XJ_METRIC_COSINE ? c->qhat : c->qx,
-			   l2 ? c->qn2 + s : m == XJ_METRIC_COSINE ? c->ones
-								: NULL,
-			   &c->ql, s, n,
-			   { s, -1 - s, -1, c->qsubmax[s / TB],
-			     c->qsubemax[s / TB] } };
+	if (query) {
+		k.side = (cpu_side){ s, -1 - s, -1, c->qsubmax[s / TB],
+				     c->qsubemax[s / TB] };
+	} else {
+		k.side.nmax = c->submax[s / TB];
+		k.side.emax = c->subemax[s / TB];
+	}
+	return k;
 }
 
 /*
@@ -256,8 +252,8 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
 			if (!sym_pair_mine(x, y, nblk, part, parts))
 				continue;
 			sym_block_of(b0, len, y, &sy, &ny);
-			bx = chunk_blk(c, b, sx, nx, off);
-			by = chunk_blk(c, b, sy, ny, off);
+			bx = block_of(c, b, 0, sx, nx, off);
+			by = block_of(c, b, 0, sy, ny, off);
 			if (blocks_run(c, t, &bx, &by, b, st))
 				return st->code;
 		}
@@ -287,13 +283,13 @@ static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 		pair_blk bx, by;
 
 		sym_block_of(p0, p1 - p0, y, &sy, &ny);
-		by = query_blk(c, sy, ny);
+		by = block_of(c, b, 1, sy, ny, 0);
 		for (int64_t x = gx * nblk / gs; x < (gx + 1) * nblk / gs;
 		     x++) {
 			int64_t sx, nx;
 
 			sym_block_of(b0, len, x, &sx, &nx);
-			bx = chunk_blk(c, b, sx, nx, off);
+			bx = block_of(c, b, 0, sx, nx, off);
 			if (blocks_run(c, t, &bx, &by, b, st))
 				return st->code;
 		}
