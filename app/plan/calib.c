@@ -49,21 +49,22 @@ static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
 	int n = 0;
 
 	if (dev->kind == XJ_BACKEND_CUDA) {
-		out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
-		out[n++] = (cand){ "tf32", XJ_PREC_TF32, 0, 0, 0, 0, 0, 0 };
-		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ .name = "fp32", .p = XJ_PREC_FP32 };
+		out[n++] = (cand){ .name = "tf32", .p = XJ_PREC_TF32 };
+		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
 		return n;
 	}
 	cpu_gemm_caps caps;
 
 	cpu_gemm_caps_get(&caps);
-	out[n++] = (cand){ "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
+	out[n++] = (cand){ .name = "fp32", .p = XJ_PREC_FP32 };
 	if (caps.dnnl)
-		out[n++] = (cand){ "fp32-dnnl", XJ_PREC_FP32, 1, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ .name = "fp32-dnnl", .p = XJ_PREC_FP32,
+				   .dnnl = 1 };
 	if (caps.bf16)
-		out[n++] = (cand){ "bf16", XJ_PREC_BF16, 0, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
 	if (caps.int8 && job->d <= CPU_GEMM_INT8_MAX_D)
-		out[n++] = (cand){ "int8", XJ_PREC_INT8, 0, 0, 0, 0, 0, 0 };
+		out[n++] = (cand){ .name = "int8", .p = XJ_PREC_INT8 };
 	return n;
 }
 
@@ -255,8 +256,8 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
  * below), and a gains r u, e = r v.
  *
  * Then the rest from S1 = (q, b), the pairs' shape (best of three runs,
- * the others of two), and the per-row
- * costs from the differences D1 = T(2q, b0) - T(q, b0) = a q + c q b0
+ * the others of two), and the per-row costs from the differences
+ * D1 = T(2q, b0) - T(q, b0) = a q + c q b0
  * and D2 = T(q0, 2b) - T(q0, b) = b b + c q0 b: with T1 = a q + b b +
  * c q b, c = (T1 - D1 - D2) / (q b - q b0 - q0 b). On a CPU q0 = q / 8
  * and b0 = b / 16, so c rests on the large run alone (a fit of three
@@ -333,11 +334,11 @@ static double predict(const cand *cd, const xj_job *job)
  * 2026-11-27) ran int8's sample at half its rate in the job, and auto
  * chose bf16, 1.25x slower. For k > 64 q shrinks by 64 / k (at least
  * 16): a run's cost is then its queries' first k candidates (at k =
- * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On a GPU q = 16,384 and b = 65,536 x 128 / d
- * (at least 1,024): the pairs' part of a run must outweigh its uploads and
- * launches (with q = 2,048, until 2026-11-27, a run's pairs took 1 to 2
- * ms of about 20 on an H100, and auto chose fp32 for jobs bf16 ran 1.85x
- * faster).
+ * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On
+ * a GPU q = 16,384 and b = 65,536 x 128 / d (at least 1,024): the pairs'
+ * part of a run must outweigh its uploads and launches (with q = 2,048,
+ * until 2026-11-27, a run's pairs took 1 to 2 ms of about 20 on an H100,
+ * and auto chose fp32 for jobs bf16 ran 1.85x faster).
  */
 static void sample_shape(const xj_job *job, int gpu, int threads,
 			 sample *s)
@@ -504,7 +505,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	int n = ncands(job, dev, cd), best;
 	char path[XJ_PATH_MAX], msg[200], words[160];
 	calib_entry e;
-	sample s = { NULL, NULL, 0, 0, 0, 0 };
+	sample s = { 0 };
 	xj_status st;
 
 	if (cached(job, c, dev, cmd, threads, 1, &e, path, cd, n, choice, why,
@@ -562,7 +563,7 @@ int calib_precision(xj_job *job, const xj_comm *c,
 			 job->command;
 	int gpu = dev->kind == XJ_BACKEND_CUDA;
 	double flops = 2.0 * (double)job->n * (double)job->m * (double)job->d;
-	cand choice = { "fp32", XJ_PREC_FP32, 0, 0, 0, 0, 0, 0 };
+	cand choice = { .name = "fp32", .p = XJ_PREC_FP32 };
 	const char *floor_env = getenv("XJOIN_CALIB_MIN_GFLOP");
 	double floor = gpu ? CALIB_MIN_FLOPS_GPU : CALIB_MIN_FLOPS_CPU;
 	int out[2];

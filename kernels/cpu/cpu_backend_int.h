@@ -77,9 +77,9 @@ typedef struct cand {
 
 /*
  * A pending pair of a query: candidate j (chunk row j >= 0, or in a
- * self-join's pairs across chunks query row -1 - j), bounds of its tile value and
- * of its key (cpu_topk.c, "Deferred rescoring"); once rescored, up
- * holds the canonical key.
+ * self-join's pairs across chunks query row -1 - j), bounds of its tile
+ * value and of its key (cpu_topk.c, "Deferred rescoring"); once
+ * rescored, up holds the canonical key.
  */
 typedef struct pend_ent {
 	float up;          /* key upper bound, then the canonical key */

@@ -347,14 +347,25 @@ static int64_t merge_sorted(float *key, int64_t *idx, int64_t ne,
 typedef struct pair_batch {
 	int64_t n;
 	int64_t qo[MW], bo[MW];   /* element offsets of the rows */
-	int64_t qi[MW], bj[MW];   /* query row, chunk row */
+	int64_t qi[MW], bj[MW];   /* query row, base row */
 	int64_t slot[MW];         /* index into pend */
+	const float *bx;          /* the base rows: the chunk's, or in a */
+	const double *bb;         /* self-join across chunks the query
+				   * chunk's; their canonical norms */
 } pair_batch;
 
-/* Score the batch against base rows bx (canonical norms bb): the chunk's
- * rows, or in a self-join's pairs across chunks the query chunk's. */
-static void batch_score(cpu_backend *c, pair_batch *pb, const float *bx,
-			const double *bb)
+/* Two empty batches: pairs with chunk rows (pb[0]) and with query rows
+ * (pb[1], candidates j < 0). */
+static void batches_init(cpu_backend *c, pair_batch *pb, const xj_rows *b)
+{
+	pb[0].n = pb[1].n = 0;
+	pb[0].bx = b->x;
+	pb[0].bb = c->bb;
+	pb[1].bx = c->qx;
+	pb[1].bb = c->qq;
+}
+
+static void batch_score(cpu_backend *c, pair_batch *pb)
 {
 	xj_metric m = c->cfg.metric;
 	double acc[MW];
@@ -362,24 +373,15 @@ static void batch_score(cpu_backend *c, pair_batch *pb, const float *bx,
 
 	if (n == 0)
 		return;
-	cpu_pairs_acc(m, c->qx, pb->qo, bx, pb->bo, n, c->cfg.d, acc);
+	cpu_pairs_acc(m, c->qx, pb->qo, pb->bx, pb->bo, n, c->cfg.d, acc);
 	for (int64_t w = 0; w < n; w++)
 		c->pend[pb->slot[w]].up = lanes_key(m, acc[w], c->qq[pb->qi[w]],
-						 bb[pb->bj[w]]);
+						 pb->bb[pb->bj[w]]);
 	pb->n = 0;
 }
 
-/* Two batches: pairs with chunk rows (pb[0]) and with query rows (pb[1],
- * candidates j < 0). */
-static void batches_score(cpu_backend *c, pair_batch *pb, const xj_rows *b)
-{
-	batch_score(c, &pb[0], b->x, c->bb);
-	batch_score(c, &pb[1], c->qx, c->qq);
-}
-
 /* Add the pending pairs of query i to the batches, scoring full ones. */
-static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
-			    const xj_rows *b)
+static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i)
 {
 	int64_t d = c->cfg.d;
 
@@ -393,12 +395,8 @@ static void batch_add_query(cpu_backend *c, pair_batch *pb, int64_t i,
 		x->qi[x->n] = i;
 		x->bj[x->n] = j;
 		x->slot[x->n++] = slot;
-		if (x->n == MW) {
-			if (x == pb)
-				batch_score(c, x, b->x, c->bb);
-			else
-				batch_score(c, x, c->qx, c->qq);
-		}
+		if (x->n == MW)
+			batch_score(c, x);
 	}
 }
 
@@ -462,9 +460,10 @@ static void query_flush(cpu_backend *c, cpu_thread *t, int64_t i,
 	pair_batch pb[2];
 	double t0 = omp_get_wtime();
 
-	pb[0].n = pb[1].n = 0;
-	batch_add_query(c, pb, i, b);
-	batches_score(c, pb, b);
+	batches_init(c, pb, b);
+	batch_add_query(c, pb, i);
+	batch_score(c, &pb[0]);
+	batch_score(c, &pb[1]);
 	query_merge(c, t, i, b);
 	t->rescore_s += omp_get_wtime() - t0;
 }
@@ -480,11 +479,12 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 	pair_batch pb[2];
 	double t0 = omp_get_wtime();
 
-	pb[0].n = pb[1].n = 0;
+	batches_init(c, pb, b);
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] && c->npend[i] >= min_pend)
-			batch_add_query(c, pb, i, b);
-	batches_score(c, pb, b);
+			batch_add_query(c, pb, i);
+	batch_score(c, &pb[0]);
+	batch_score(c, &pb[1]);
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] && c->npend[i] >= min_pend)
 			query_merge(c, t, i, b);
@@ -543,7 +543,7 @@ double cpu_side_err(const cpu_backend *c, int64_t i, float nmax, float emax)
 
 static double row_err(const cpu_backend *c, int64_t i, int64_t s)
 {
-	return cpu_side_err(c, i, c->submax[s], lowp(c) ? c->subemax[s] : 0);
+	return cpu_side_err(c, i, c->submax[s], c->subemax[s]);
 }
 
 /* x plus a relative 2^-40 of mag: covers the rounding of the few double
@@ -1011,6 +1011,24 @@ static int tile_run(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 
 /* ---- backend entry points ----------------------------------------- */
 
+/* The largest norm and rounding error (0 without err) of each TB block
+ * of rows rows. */
+static void block_maxima(int64_t rows, const float *norm, const float *err,
+			 float *mx, float *emx)
+{
+	for (int64_t j0 = 0; j0 < rows; j0 += TB) {
+		float m = 0, e = 0;
+
+		for (int64_t j = j0; j < rows && j < j0 + TB; j++) {
+			m = norm[j] > m ? norm[j] : m;
+			if (err)
+				e = err[j] > e ? err[j] : e;
+		}
+		mx[j0 / TB] = m;
+		emx[j0 / TB] = e;
+	}
+}
+
 int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 {
 	cpu_backend *c = cpu_of(be);
@@ -1052,18 +1070,8 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 		if (!same)
 			memset(c->given, 0, (size_t)q->rows);
 		/* the query rows as the base side of a pair tile */
-		for (int64_t i0 = 0; i0 < q->rows; i0 += TB) {
-			float mx = 0, emx = 0;
-
-			for (int64_t i = i0; i < q->rows && i < i0 + TB; i++) {
-				mx = c->qnorm[i] > mx ? c->qnorm[i] : mx;
-				if (lowp(c))
-					emx = c->ql.err[i] > emx ? c->ql.err[i]
-								 : emx;
-			}
-			c->qsubmax[i0 / TB] = mx;
-			c->qsubemax[i0 / TB] = emx;
-		}
+		block_maxima(q->rows, c->qnorm, lowp(c) ? c->ql.err : NULL,
+			     c->qsubmax, c->qsubemax);
 	}
 	return XJ_OK;
 }
@@ -1116,17 +1124,8 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 	if (lowp(c))
 		cpu_gemm_pack(c->prec, cosine ? c->bhat : b->x, b->rows,
 			      c->cfg.d, &c->bl, c->threads);
-	for (int64_t j0 = 0; j0 < b->rows; j0 += TB) {
-		float mx = 0, emx = 0;
-
-		for (int64_t j = j0; j < b->rows && j < j0 + TB; j++) {
-			mx = c->bnorm[j] > mx ? c->bnorm[j] : mx;
-			if (lowp(c))
-				emx = c->bl.err[j] > emx ? c->bl.err[j] : emx;
-		}
-		c->submax[j0 / TB] = mx;
-		c->subemax[j0 / TB] = emx;
-	}
+	block_maxima(b->rows, c->bnorm, lowp(c) ? c->bl.err : NULL,
+		     c->submax, c->subemax);
 	return XJ_OK;
 }
 

@@ -267,10 +267,9 @@ static int group_run(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gy,
  * block of group gy (gp groups over np, query rows read from the query
  * chunk: its float squared norms, rounded rows and block maxima, the
  * same bits as a base chunk's), candidates naming query rows (cpu_side):
- * each partner block against the
- * group's shared blocks in turn, so that the partner rows (up to the
- * whole query chunk) are read once a chunk and the shared ones stay in
- * the cache. */
+ * each partner block against the group's shared blocks in turn, so that
+ * the partner rows (up to the whole query chunk) are read once a chunk
+ * and the shared ones stay in the cache. */
 static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 		       int64_t nblk, int64_t b0, int64_t len, int64_t gy,
 		       int64_t gp, int64_t np, int64_t p0, int64_t p1,
@@ -297,11 +296,17 @@ static int cross_group(cpu_backend *c, cpu_thread *t, int64_t gx, int64_t gs,
 	return XJ_OK;
 }
 
+/* Whether query row i has this chunk's shared rows already or gets them
+ * here: itself shared ([q0, q1)), given as a base row earlier in the
+ * stream, or a partner ([q1, p1)). */
+static int has_shared(const cpu_backend *c, int64_t i, int64_t q0, int64_t p1)
+{
+	return (i >= q0 && i < p1) || c->given[i];
+}
+
 /* Query tile it (tq rows) against the chunk when the pairs across chunks
- * run: a row that has this chunk's shared rows [q0, q1) already or gets
- * them here (itself shared, given as a base row earlier in the stream, or
- * a partner in [q1, p1)) takes the chunk rows outside [b0, b0 + len),
- * any other row all of them. */
+ * run: a row that has_shared takes the chunk rows outside [b0, b0 +
+ * len), any other row all of them. */
 static int plain_tile_cross(cpu_backend *c, cpu_thread *t, int64_t it,
 			    int64_t tq, int64_t q0, int64_t p1, int64_t b0,
 			    int64_t len, const xj_rows *b, xj_status *st)
@@ -309,11 +314,10 @@ static int plain_tile_cross(cpu_backend *c, cpu_thread *t, int64_t it,
 	int64_t i0 = it * tq, end = i0 + tq < c->qrows ? i0 + tq : c->qrows;
 
 	while (i0 < end) {
-		int out = (i0 >= q0 && i0 < p1) || c->given[i0];
+		int out = has_shared(c, i0, q0, p1);
 		int64_t i1 = i0 + 1;
 
-		while (i1 < end &&
-		       ((i1 >= q0 && i1 < p1) || c->given[i1]) == out)
+		while (i1 < end && has_shared(c, i1, q0, p1) == out)
 			i1++;
 		if (!out) {
 			if (cpu_tile_cols(c, t, i0, i1, 0, b->rows, b, st))
@@ -400,11 +404,10 @@ int cpu_sym_add(cpu_backend *c, const xj_rows *b, int64_t b0, int64_t len,
 		p1 = end < c->qrows ? end : c->qrows;
 		p1 = p1 > q1 ? p1 : q1;
 		np = sym_block_count(q1, p1 - q1);
+		/* gs <= gp: a round's partner groups are distinct */
 		gs = nblk < c->threads ? nblk : c->threads;
-		gp = np < 2 * c->threads ? np : 2 * c->threads;
-		gp = gp > gs ? gp : gs;
 		gs = np < gs ? np : gs;
-		gp = np < gp ? np : gp;
+		gp = np < 2 * c->threads ? np : 2 * c->threads;
 		pr.tiles = nfin;
 	}
 
