@@ -324,12 +324,15 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
  *         so qerr counts them), in an order and tree of its own: the
  *         GPU's accumulation model, 6 d u / (1 - 6 d u), covers any.
  *   int8: r(x) = s * int8, the int32 dot product is exact (d 255 127 <
- *         2^31), then cpu_gemm.c computes crow + alpha (s_q s_b) acc in
- *         double (s_q s_b exact, one rounding each for the product and
- *         the sum) and rounds once to float: relative 2^-24 of at most
- *         |crow| + 2 |r(q).r(b)|, with |crow| <= the terms the float32
- *         part below already counts (|b|^2, or 1 for cosine, which is
- *         <= (Q + qerr)(B + berr) there). acc = 2u + 2^-50 covers it.
+ *         2^31); oneDNN writes it as a float (exact below 2^24, d <= 1040;
+ *         above, within 1 ulp: relative 2u), then cpu_gemm.c computes
+ *         crow + acc (s_b (alpha s_q)) in float (alpha s_q exact, one
+ *         rounding for each product: relative (1 + 2u)(1 + u)^2 - 1 <
+ *         4.01u of |r(q).r(b)|), and rounds the sum: relative u of at
+ *         most |crow| + 2 |r(q).r(b)|, with |crow| <= the terms the
+ *         float32 part below already counts (|b|^2, or 1 for cosine,
+ *         which is <= (Q + qerr)(B + berr) there), 2u of
+ *         (Q + qerr)(B + berr) in all. acc = 7u > 4.01u + 2u.
  * The terms that do not depend on the GEMM (fl(|b|^2), the normalisation
  * of cosine rows, the canonical double path, underflow) are those of
  * metric_err_bound_prec. INFINITY when d is too large for the model.
@@ -344,7 +347,7 @@ double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 		return metric_err_bound(m, d, qnorm, bnorm);
 	if (12.0 * n * U32 >= 1.0)
 		return INFINITY;
-	acc = p == XJ_PREC_INT8 ? 2.0 * U32 + 0x1p-50 :
+	acc = p == XJ_PREC_INT8 ? 7.0 * U32 :
 	      6.0 * n * U32 / (1.0 - 6.0 * n * U32);
 	return err_from_inputs(m, n, qnorm * PREC_SLACK, bnorm * PREC_SLACK,
 			       qerr * PREC_SLACK, berr * PREC_SLACK, acc);

@@ -4,8 +4,8 @@
  *
  * Per tile (tq x nb, dimension d): 2 tq nb d FLOPs (int8: integer
  * operations), reading tq d + nb d inputs of 4 (fp32), 2 (bf16) or 1
- * (int8) bytes and writing tq nb floats; int8 also writes tq nb int32
- * and converts them (4 double operations per element).
+ * (int8) bytes and writing tq nb floats; int8 then scales them in place
+ * (2 or 3 float operations per element).
  *
  * oneDNN's primitives are fixed to their shapes: each thread keeps the
  * primitives of the last few (tq, nb) it ran (a chunk has at most four:
@@ -20,12 +20,14 @@
  * lrintf(x_i / s) clamped to [-127, 127], and r(x_i) = s q_i. With a
  * normal s, |x_i / s| <= 127 (1 + 2^-22) and q_i is within half a step;
  * a subnormal s (rows below about 1e-36) is coarse and may clamp, which
- * only the measured error below has to, and does, account for. The error norm |r(x) - x| is summed in double from the exact
- * differences (each (double)s q_i - x_i has at most one rounding) and
- * raised by a relative 2^-40, which covers the d + 2 double roundings of
- * the sum and the square root for d < 2^20.
+ * only the measured error below has to, and does, account for. The error
+ * norm |r(x) - x| is summed in double from the exact differences (each
+ * (double)s q_i - x_i has at most one rounding) and raised by a relative
+ * 2^-40, which covers the d + 2 double roundings of the sum and the square
+ * root for d < 2^20.
  */
 #include "cpu_gemm.h"
+#include "cpu_backend_int.h"     /* XJ_CLONES */
 
 #include <float.h>
 #include <math.h>
@@ -292,8 +294,6 @@ typedef struct gemm_slot {
 	dnnl_stream_t stream;
 	gemm_shape shape[SHAPES];
 	int next;
-	int32_t *acc;      /* int8: the int32 tile */
-	int64_t acc_n;
 } gemm_slot;
 
 struct cpu_gemm {
@@ -331,7 +331,6 @@ void cpu_gemm_free(cpu_gemm *g)
 			shape_free(&g->slot[t].shape[s]);
 		if (g->slot[t].stream)
 			dnnl_stream_destroy(g->slot[t].stream);
-		free(g->slot[t].acc);
 	}
 	free(g->slot);
 	if (g->engine)
@@ -383,7 +382,8 @@ static dnnl_data_type_t in_type(xj_precision p)
  * The primitive for a tq x nb tile: A (tq x d, rows), B^T given as the
  * base rows (nb x d, i.e. weights d x nb with strides 1, d), C (tq x nb).
  * fp32, bf16: C = alpha A B^T (+ C with the sum post-op); int8: C = A B^T
- * in int32, scaled by cpu_gemm_tile.
+ * summed in int32 and converted to float (exact below 2^24, one rounding
+ * above), scaled in place by cpu_gemm_tile.
  */
 static int shape_make(cpu_gemm *g, gemm_shape *s, int64_t tq, int64_t nb)
 {
@@ -402,8 +402,8 @@ static int shape_make(cpu_gemm *g, gemm_shape *s, int64_t tq, int64_t nb)
 
 	ok = DNNL_OK(dnnl_memory_desc_init_by_strides(&ad, 2, adim, t, astr)) &&
 	     DNNL_OK(dnnl_memory_desc_init_by_strides(&bd, 2, bdim, t, bstr)) &&
-	     DNNL_OK(dnnl_memory_desc_init_by_strides(&cd, 2, cdim,
-			int8 ? dnnl_s32 : dnnl_f32, cstr)) &&
+	     DNNL_OK(dnnl_memory_desc_init_by_strides(&cd, 2, cdim, dnnl_f32,
+						      cstr)) &&
 	     DNNL_OK(dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd)) &&
 	     DNNL_OK(dnnl_primitive_attr_create(&attr));
 	if (ok && !int8) {
@@ -456,22 +456,26 @@ static gemm_shape *shape_get(cpu_gemm *g, gemm_slot *sl, int64_t tq,
 	return shape_make(g, s, tq, nb) ? NULL : s;
 }
 
-/* out = crow + alpha (sa_r sb_j acc): each term exact or one double
- * rounding, then one rounding to float (metric.c, int8). */
-static void int8_scale(const cpu_gemm *g, const int32_t *acc,
-		       const float *sa, const float *sb, int64_t tq,
-		       int64_t nb, const float *crow, float *out)
+/* out = crow + out (sb_j (alpha sa_r)), out the int32 sum as a float, in
+ * float: alpha sa_r exact (alpha is -1 or -2), then one rounding per
+ * product and one for the sum (metric.c, int8). Element-wise IEEE
+ * operations in a fixed order, so the clones' vector code gives the plain
+ * code's bits. */
+XJ_CLONES
+static void int8_scale(const float *sa, const float *restrict sb,
+		       float alpha, int64_t tq, int64_t nb,
+		       const float *restrict crow, float *restrict out)
 {
 	for (int64_t r = 0; r < tq; r++) {
-		double ar = (double)g->alpha * sa[r];
-		const int32_t *a = acc + r * nb;
-		float *o = out + r * nb;
+		float ar = alpha * sa[r];
+		float *restrict o = out + r * nb;
 
-		for (int64_t j = 0; j < nb; j++) {
-			double v = (double)a[j] * ((double)sb[j] * ar);
-
-			o[j] = (float)(g->has_crow ? (double)crow[j] + v : v);
-		}
+		if (crow)
+			for (int64_t j = 0; j < nb; j++)
+				o[j] = crow[j] + o[j] * (sb[j] * ar);
+		else
+			for (int64_t j = 0; j < nb; j++)
+				o[j] = o[j] * (sb[j] * ar);
 	}
 }
 
@@ -507,7 +511,6 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 	const char *b = g->p == XJ_PREC_FP32 ? (const char *)bf :
 			(const char *)br->x;
 	int int8 = g->p == XJ_PREC_INT8;
-	void *c = out;
 	dnnl_exec_arg_t args[3];
 
 	if (!s)
@@ -515,24 +518,13 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 			       "cpu gemm: oneDNN has no %s matmul for %lld x %lld x %lld",
 			       precision_name(g->p), (long long)tq,
 			       (long long)nb, (long long)g->d);
-	if (int8 && sl->acc_n < tq * nb) {
-		free(sl->acc);
-		sl->acc = aligned_alloc(64, (size_t)(tq * nb) * 4 + 64);
-		sl->acc_n = sl->acc ? tq * nb : 0;
-		if (!sl->acc)
-			return xj_fail(st, XJ_EXIT_RESOURCE,
-				       "cpu gemm: cannot allocate an int32 tile");
-	}
-	if (int8)
-		c = sl->acc;
-	else
-		for (int64_t r = 0; g->has_crow && r < tq; r++)
-			memcpy(out + r * nb, crow, (size_t)nb * sizeof(float));
+	for (int64_t r = 0; !int8 && g->has_crow && r < tq; r++)
+		memcpy(out + r * nb, crow, (size_t)nb * sizeof(float));
 	if (!DNNL_OK(dnnl_memory_set_data_handle_v2(s->a,
 			(void *)(a + (size_t)(i0 * g->d) * esz), sl->stream)) ||
 	    !DNNL_OK(dnnl_memory_set_data_handle_v2(s->b,
 			(void *)(b + (size_t)(j0 * g->d) * esz), sl->stream)) ||
-	    !DNNL_OK(dnnl_memory_set_data_handle_v2(s->c, c, sl->stream)))
+	    !DNNL_OK(dnnl_memory_set_data_handle_v2(s->c, out, sl->stream)))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu gemm: oneDNN refused a buffer");
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, s->a };
@@ -543,8 +535,8 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 			       "cpu gemm: oneDNN matmul failed (%s)",
 			       precision_name(g->p));
 	if (int8)
-		int8_scale(g, sl->acc, ar->scale + i0, br->scale + j0, tq, nb,
-			   crow, out);
+		int8_scale(ar->scale + i0, br->scale + j0, g->alpha, tq, nb,
+			   g->has_crow ? crow : NULL, out);
 	return XJ_OK;
 }
 
