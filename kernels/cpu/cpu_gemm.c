@@ -17,7 +17,7 @@
  * Rounded rows. bf16: round to nearest even of the top 16 bits; a result
  * below 2^-126 becomes 0 (the dot product instructions treat bf16
  * subnormals as zero). int8: s = max|x_i| / 127 in float, q_i =
- * lrintf(x_i / s) clamped to [-127, 127], and r(x_i) = s q_i. With a
+ * rint(x_i / s) clamped to [-127, 127], and r(x_i) = s q_i. With a
  * normal s, |x_i / s| <= 127 (1 + 2^-22) and q_i is within half a step;
  * a subnormal s (rows below about 1e-36) is coarse and may clamp, which
  * only the measured error below has to, and does, account for. The error
@@ -78,49 +78,116 @@ static float err_up(double s)
 	return f;
 }
 
-static float pack_bf16(const float *x, int64_t d, uint16_t *o)
-{
-	double s = 0;
+/*
+ * The rounding of a row and its error norm. The squared errors of a block
+ * of PACK_B elements go to an array (a loop the compiler vectorizes), then
+ * into PACK_W lanes (element i into lane i mod PACK_W, in order), and the
+ * lanes are summed in order: the same operations in the same order in
+ * every clone, so the same bits. The 2^-40 of err_up covers any order of
+ * the d + 2 roundings.
+ */
+#define PACK_W 8
+#define PACK_B 256
 
-	for (int64_t i = 0; i < d; i++) {
+static inline void lanes_add(double *restrict s, const double *restrict e2,
+			     int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + PACK_W <= n; i += PACK_W)
+		for (int w = 0; w < PACK_W; w++)
+			s[w] += e2[i + w];
+	for (; i < n; i++)
+		s[i % PACK_W] += e2[i];
+}
+
+static double lanes_sum(const double *s)
+{
+	double t = 0;
+
+	for (int w = 0; w < PACK_W; w++)
+		t += s[w];
+	return t;
+}
+
+static inline void bf16_elems(const float *restrict x, int64_t n,
+			      uint16_t *restrict o, double *restrict e2)
+{
+	for (int64_t i = 0; i < n; i++) {
 		double t;
 
 		o[i] = bf16_bits(x[i]);
 		t = (double)bf16_float(o[i]) - (double)x[i];
-		s += t * t;
+		e2[i] = t * t;
 	}
-	return err_up(s);
 }
 
+/* q_i = rint(x_i / sc) clamped to [-127, 127]: |x_i / sc| stays far
+ * below 2^31 (about 127, twice that for a subnormal sc), so the
+ * conversion to int32 before the clamp is exact. */
+static inline void int8_elems(const float *restrict x, int64_t n, float sc,
+			      int8_t *restrict o, double *restrict e2)
+{
+	for (int64_t i = 0; i < n; i++) {
+		int32_t q = (int32_t)rintf(x[i] / sc);
+		double t;
+
+		q = q > 127 ? 127 : q;
+		q = q < -127 ? -127 : q;
+		o[i] = (int8_t)q;
+		t = (double)sc * (double)q - (double)x[i];
+		e2[i] = t * t;
+	}
+}
+
+XJ_CLONES
+static float pack_bf16(const float *x, int64_t d, uint16_t *o)
+{
+	double s[PACK_W] = { 0 }, e2[PACK_B];
+
+	for (int64_t i = 0; i < d; i += PACK_B) {
+		int64_t n = d - i < PACK_B ? d - i : PACK_B;
+
+		bf16_elems(x + i, n, o + i, e2);
+		lanes_add(s, e2, n);
+	}
+	return err_up(lanes_sum(s));
+}
+
+XJ_CLONES
 static float pack_int8(const float *x, int64_t d, int8_t *o, float *scale)
 {
-	float mx = 0, sc;
-	double s = 0;
+	float mx[PACK_W] = { 0 }, m = 0, sc;
+	double s[PACK_W] = { 0 }, e2[PACK_B];
+	int64_t i = 0;
 
-	for (int64_t i = 0; i < d; i++)
-		mx = fabsf(x[i]) > mx ? fabsf(x[i]) : mx;
-	sc = mx / 127.0f;
+	for (; i + PACK_W <= d; i += PACK_W)
+		for (int w = 0; w < PACK_W; w++)
+			mx[w] = fabsf(x[i + w]) > mx[w] ? fabsf(x[i + w])
+							 : mx[w];
+	for (; i < d; i++)
+		mx[0] = fabsf(x[i]) > mx[0] ? fabsf(x[i]) : mx[0];
+	for (int w = 0; w < PACK_W; w++)
+		m = mx[w] > m ? mx[w] : m;
+	sc = m / 127.0f;
 	*scale = sc;
 	if (sc == 0) {
 		/* the zero row, or values so small the scale underflows:
 		 * r(x) = 0 and the error is the row's own norm */
-		for (int64_t i = 0; i < d; i++) {
+		for (i = 0; i < d; i++) {
 			o[i] = 0;
-			s += (double)x[i] * x[i];
+			s[0] += (double)x[i] * x[i];
 		}
 		*scale = 0;
-		return err_up(s);
+		return err_up(s[0]);
 	}
-	for (int64_t i = 0; i < d; i++) {
-		long v = lrintf(x[i] / sc);
-		double t;
+	for (i = 0; i < d; i += PACK_B) {
+		int64_t n = d - i < PACK_B ? d - i : PACK_B;
 
-		v = v > 127 ? 127 : v < -127 ? -127 : v;
-		o[i] = (int8_t)v;
-		t = (double)sc * (double)v - (double)x[i];
-		s += t * t;
+		int8_elems(x + i, n, sc, o + i, e2);
+		lanes_add(s, e2, n);
 	}
-	return err_up(s);
+	return err_up(lanes_sum(s));
 }
 
 int cpu_gemm_rows_reserve(cpu_gemm_rows *r, xj_precision p, int64_t rows,
