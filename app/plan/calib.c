@@ -21,6 +21,9 @@
 #define CALIB_MIN_FLOPS_CPU 50e9
 #define CALIB_MIN_FLOPS_GPU 1e13
 #define CALIB_MAX_CANDS 4
+/* A candidate whose first run of the pairs' shape takes this many times
+ * the fastest one's so far is not measured further (calib_slower). */
+#define CALIB_SLOWER 1.5
 
 /* A candidate and its cost model: a top-k of nq query rows against nb
  * base rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20) seconds
@@ -33,7 +36,11 @@ typedef struct cand {
 	int dnnl;            /* fp32 through oneDNN */
 	double a, b, c, e;   /* the model, once measured */
 	int measured;
+	int slower;          /* left out: CALIB_SLOWER on the sample */
 } cand;
+
+/* The fallback: fp32 through the BLAS (or cuBLAS). */
+#define FP32 ((cand){ .name = "fp32", .p = XJ_PREC_FP32 })
 
 /* The sample: the first rows of each input, 2q and 2b of them, and the
  * small sides q0 <= q and b0 <= b of the shapes that find the per-row
@@ -49,22 +56,23 @@ static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
 	int n = 0;
 
 	if (dev->kind == XJ_BACKEND_CUDA) {
-		out[n++] = (cand){ .name = "fp32", .p = XJ_PREC_FP32 };
+		out[n++] = FP32;
 		out[n++] = (cand){ .name = "tf32", .p = XJ_PREC_TF32 };
 		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
 		return n;
 	}
 	cpu_gemm_caps caps;
 
+	/* the likely fastest first: the others may then stop early */
 	cpu_gemm_caps_get(&caps);
-	out[n++] = (cand){ .name = "fp32", .p = XJ_PREC_FP32 };
+	if (caps.int8 && job->d <= CPU_GEMM_INT8_MAX_D)
+		out[n++] = (cand){ .name = "int8", .p = XJ_PREC_INT8 };
+	if (caps.bf16)
+		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
 	if (caps.dnnl)
 		out[n++] = (cand){ .name = "fp32-dnnl", .p = XJ_PREC_FP32,
 				   .dnnl = 1 };
-	if (caps.bf16)
-		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
-	if (caps.int8 && job->d <= CPU_GEMM_INT8_MAX_D)
-		out[n++] = (cand){ .name = "int8", .p = XJ_PREC_INT8 };
+	out[n++] = FP32;
 	return n;
 }
 
@@ -266,15 +274,20 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
  * from 3.4 to 6.0 s between runs) and the small runs cost a third of it;
  * on a GPU q0 = q and b0 = b (those three shapes), where uploads and
  * launches would weigh too much in small runs. Each term is kept >= 0.
+ *
+ * A candidate whose first S1 run takes CALIB_SLOWER times *best, the
+ * fastest S1 so far, stops there (cd->slower): on the 2-core VM fp32's
+ * runs took 1.7 to 2.5 times int8's and bf16's at k = 10, and their
+ * measuring half of the whole. *best is lowered by each full measurement.
  */
 static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 		   const xj_device_choice *dev, xj_command cmd, int threads,
-		   xj_status *st)
+		   double *best, xj_status *st)
 {
 	int64_t q = s->nq / 2, b = s->nb / 2, q0 = s->q0, b0 = s->b0;
 	xj_backend_cfg cfg;
 	xj_backend *be = NULL;
-	shot s1, sa1, sa2, sb1, sb2;
+	shot s1, more, sa1, sa2, sb1, sb2;
 	double D1, D2, T1, C, r, v, u, pairs, secs;
 
 	device_backend_config(job, NULL, threads, &cfg);
@@ -285,7 +298,14 @@ static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 	if (device_backend_create(job, c, dev, &cfg, &be, st))
 		return st->code;
 	sample_run(be, s, q, b, job, cmd, st);
-	s1 = shape_time(be, s, q, b, job, cmd, 3, st);
+	s1 = shape_time(be, s, q, b, job, cmd, 1, st);
+	if (!st->code && s1.t > CALIB_SLOWER * *best) {
+		be->release(be);
+		cd->slower = 1;
+		return XJ_OK;
+	}
+	more = shape_time(be, s, q, b, job, cmd, 2, st);
+	s1 = more.t < s1.t ? more : s1;
 	sa1 = b0 == b ? s1 : shape_time(be, s, q, b0, job, cmd, 2, st);
 	sa2 = shape_time(be, s, 2 * q, b0, job, cmd, 2, st);
 	sb1 = q0 == q ? s1 : shape_time(be, s, q0, b, job, cmd, 2, st);
@@ -310,6 +330,7 @@ static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 	cd->a += r * fmax(u, 0);
 	cd->e = r * v;
 	cd->measured = 1;
+	*best = fmin(*best, s1.t);
 	return XJ_OK;
 }
 
@@ -329,10 +350,15 @@ static double predict(const cand *cd, const xj_job *job)
  * each at most half the job's, and the small sides q0 and b0 (measure).
  * On a CPU q = 512 a thread, a whole query tile for each (cpu_tile_rows:
  * smaller tiles run the GEMM at another rate than the job's), and b =
- * 4,096 at any d, more below d = 128 (4,096 x 128 / d): a base side of
- * 1,024 rows at d = 768 (4,096 x 128 / d, until the third session of
- * 2026-11-27) ran int8's sample at half its rate in the job, and auto
- * chose bf16, 1.25x slower. For k > 64 q shrinks by 64 / k (at least
+ * 16,384 x 128 / d, at least 8,192. A smaller sample pushes far more of
+ * its pairs as candidates than a job does, and that work (untimed, unlike
+ * the rescoring) reads as a cost per pair: with b = 4,096 at d = 128
+ * (until 2026-11-27) auto predicted int8 1.48 s and bf16 1.29 for 10,000
+ * x 100,000 rows and chose bf16, which ran 0.87 s against int8's 0.68
+ * (at b = 16,384, 7 measurements: int8 0.66-0.85, bf16 0.75-1.01, int8
+ * chosen in all); at d = 768 (int8 3.1 s, bf16 4.0) b = 4,096 chose int8
+ * in 4 of 5 measurements and 8,192 in 15 of 17.
+ * For k > 64 q shrinks by 64 / k (at least
  * 16): a run's cost is then its queries' first k candidates (at k =
  * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On
  * a GPU q = 16,384 and b = 65,536 x 128 / d (at least 1,024): the pairs'
@@ -345,10 +371,10 @@ static void sample_shape(const xj_job *job, int gpu, int threads,
 {
 	int64_t d = job->d > 16 ? job->d : 16;
 	int64_t q = gpu ? 16384 : 512 * (int64_t)(threads > 0 ? threads : 1);
-	int64_t b = gpu ? 65536 * 128 / d : 4096 * 128 / (d < 128 ? d : 128);
+	int64_t b = gpu ? 65536 * 128 / d : 16384 * 128 / d;
 
-	if (b < 1024)
-		b = 1024;
+	if (b < (gpu ? 1024 : 8192))
+		b = gpu ? 1024 : 8192;
 	if (!gpu && job->k > 64)   /* a run's cost: its queries' first k */
 		q = q * 64 / job->k > 16 ? q * 64 / job->k : 16;
 	if (q > job->n / 2)
@@ -413,7 +439,8 @@ static int models_parse(const char *text, cand *cd, int n)
 }
 
 /* The fastest measured candidate for the job, and the predictions in
- * words ("fp32 1.52 s, bf16 0.90, ..."). -1 when none was measured. */
+ * words ("int8 3.04 s, bf16 4.07; over 1.5x in the sample: fp32-dnnl,
+ * fp32"). -1 when none was measured. */
 static int fastest(const cand *cd, int n, const xj_job *job, char *words,
 		   size_t len)
 {
@@ -431,6 +458,18 @@ static int fastest(const cand *cd, int n, const xj_job *job, char *words,
 					      o ? "" : " s");
 		if (best < 0 || predict(&cd[i], job) < predict(&cd[best], job))
 			best = i;
+	}
+	for (int i = 0, first = 1; i < n; i++) {
+		if (!cd[i].slower || o >= len)
+			continue;
+		if (first)
+			o += (size_t)snprintf(words + o, len - o,
+					      "; over %.1fx in the sample: %s",
+					      CALIB_SLOWER, cd[i].name);
+		else
+			o += (size_t)snprintf(words + o, len - o, ", %s",
+					      cd[i].name);
+		first = 0;
 	}
 	return best;
 }
@@ -487,7 +526,7 @@ static void decide_small(xj_job *job, const xj_comm *c,
 	if (cached(job, c, dev, cmd, threads, 0, &e, path, cd, n, choice, why,
 		   wn))
 		return;
-	*choice = cd[0];
+	*choice = FP32;
 	for (int i = 0; dev->kind != XJ_BACKEND_CUDA && i < n; i++)
 		if (cd[i].p == XJ_PREC_BF16)
 			*choice = cd[i];
@@ -504,6 +543,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	cand cd[CALIB_MAX_CANDS];
 	int n = ncands(job, dev, cd), best;
 	char path[XJ_PATH_MAX], msg[200], words[160];
+	double fastest_s1 = INFINITY;
 	calib_entry e;
 	sample s = { 0 };
 	xj_status st;
@@ -520,7 +560,8 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 		goto fail;
 	for (int i = 0; i < n; i++) {
 		xj_ok(&st);
-		if (measure(&cd[i], &s, job, c, dev, cmd, threads, &st) == 0)
+		if (measure(&cd[i], &s, job, c, dev, cmd, threads, &fastest_s1,
+			    &st) == 0)
 			continue;
 		if (st.code == XJ_EXIT_INPUT)
 			goto fail;   /* the run's validation says */
@@ -550,7 +591,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 fail:
 	free(s.q);
 	free(s.b);
-	*choice = cd[0];
+	*choice = FP32;
 	snprintf(why, wn, "auto: fp32 (not measured: %.120s)", st.code ?
 		 st.msg : "no candidate ran");
 }
@@ -563,7 +604,7 @@ int calib_precision(xj_job *job, const xj_comm *c,
 			 job->command;
 	int gpu = dev->kind == XJ_BACKEND_CUDA;
 	double flops = 2.0 * (double)job->n * (double)job->m * (double)job->d;
-	cand choice = { .name = "fp32", .p = XJ_PREC_FP32 };
+	cand choice = FP32;
 	const char *floor_env = getenv("XJOIN_CALIB_MIN_GFLOP");
 	double floor = gpu ? CALIB_MIN_FLOPS_GPU : CALIB_MIN_FLOPS_CPU;
 	int out[2];

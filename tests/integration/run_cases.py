@@ -2352,6 +2352,7 @@ def case_calibration(ctx, ranks):
     os.environ["XJOIN_CALIB_MIN_GFLOP"] = "1"   # a 3 GFLOP job measured
 
     def auto(what, nranks=1, expect=None, warn=None):
+        """The run's precision line."""
         out = ctx.path("auto.h5")
         rc, sout, serr, _ = ctx.run(nranks, job + ["-o", out, "--force"])
         if not ctx.check(rc == 0, "%s: exit %s" % (what, rc)):
@@ -2371,9 +2372,18 @@ def case_calibration(ctx, ranks):
             ctx.check(not warns, "%s: warnings %r" % (what, warns))
         ctx.check(_same_results(ref, out), "%s: output differs from fp32"
                   % what)
+        return line
 
     try:
-        auto("first run", expect="measured the fastest")
+        line = auto("first run", expect="measured the fastest") or ""
+        # every candidate has a prediction or was left out as slower on
+        # the sample; fp32 is one everywhere
+        m = re.search(r"predicted ([^;)]*)(?:; over [0-9.]+x in the "
+                      r"sample: ([^)]*))?, from runs", line)
+        named = (re.findall(r"([a-z0-9-]+) [0-9.e+-]+", m.group(1)) +
+                 (m.group(2) or "").split(", ")) if m else []
+        ctx.check("fp32" in named, "first run: fp32 neither predicted nor "
+                  "left out in %r" % line)
         ctx.check(os.path.exists(cfile), "no cache file written")
         auto("second run", expect="cached model")
         # under the floor: the cached model, never a measurement
