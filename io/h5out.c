@@ -886,11 +886,12 @@ static int h5out_put_chunk(h5out *h, int slot, int64_t row0, int64_t col0,
 
 /*
  * The slab through the O_DIRECT descriptor where it covers whole chunks,
- * the rest in one collective HDF5 transfer: the pieces of chunks the
- * slab covers in part (where a rank's rows or columns end inside one),
- * and whole chunks a pwrite may not replace, gathered into one selection
- * (every rank joins the transfer, with an empty selection when it has no
- * piece). Collective.
+ * the rest in one HDF5 transfer (collective, or independent after
+ * h5out_set_independent): the pieces of chunks the slab covers in part
+ * (where a rank's rows or columns end inside one), and whole chunks a
+ * pwrite may not replace, gathered into one selection (every rank calls
+ * it, with an empty selection when it has no piece). Collective: the
+ * ranks agree on the outcome.
  */
 static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 			      int64_t rows, int64_t col0, int64_t cols,
@@ -917,7 +918,9 @@ static int h5out_write_direct(h5out *h, int slot, int64_t row0,
 		    "%s: select none", h->partial) &&
 	    !H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), st, XJ_EXIT_INTERNAL,
 		    "%s: transfer list", h->partial))
-		H5_TRY(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE), st,
+		H5_TRY(H5Pset_dxpl_mpio(dxpl, h->independent ?
+					H5FD_MPIO_INDEPENDENT :
+					H5FD_MPIO_COLLECTIVE), st,
 		       XJ_EXIT_INTERNAL, "%s: transfer mode", h->partial);
 	for (int64_t r = row0 - row0 % cr;
 	     rows && cols && !st->code && r < row0 + rows; r += cr)

@@ -41,19 +41,23 @@ static int64_t block_chunk_cols(const xj_run *run)
  * How the blocks reach the file. A rank's blocks are whole chunks in the
  * blocks' shape, so by default each chunk goes from the block buffer to
  * its place in the file with O_DIRECT (h5out_set_direct): no page cache
- * copy, no MPI-IO aggregation; where the file system refuses O_DIRECT
- * (tmpfs before Linux 6.6), collective HDF5 transfers. XJ_MATRIX_IO=collective or
- * independent keeps HDF5's transfers of either kind, for the benchmark's
- * side-by-side comparison (docs/performance.md).
+ * copy, no MPI-IO aggregation. The rest (parts of chunks, and every block
+ * where the file system refuses O_DIRECT) goes by independent HDF5
+ * transfers: a collective one that fails on one rank (a full disk) can
+ * return there while the others wait inside it (HDF5 1.10's chunk
+ * write, a view reset after the failed write), where independent ones all
+ * return and the ranks agree on the error after them. XJ_MATRIX_IO=
+ * collective or independent keeps HDF5's transfers of either kind, no
+ * O_DIRECT, for the benchmark's side-by-side comparison
+ * (docs/performance.md).
  */
 static int matrix_io(h5out *out, xj_status *st)
 {
 	const char *e = getenv("XJ_MATRIX_IO");
 
 	xj_ok(st);
-	if (e && !strcmp(e, "independent"))
-		h5out_set_independent(out, 1);
-	else if (!e || strcmp(e, "collective"))
+	h5out_set_independent(out, !e || strcmp(e, "collective"));
+	if (!e || (strcmp(e, "collective") && strcmp(e, "independent")))
 		h5out_set_direct(out, st);
 	return st->code;
 }

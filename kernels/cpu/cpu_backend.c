@@ -248,8 +248,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *                up) + 8 (matrix norms); + 4 d for cosine
  *   fixed        TB*4 (ones) + the backend struct + alignment slack
  * bf16 and int8 (cpu_gemm.h) add, per query and base row, the rounded row
- * (2 d or d) + 8 (error bound, scale) + 4 (sub-tile error, rounded up),
- * and int8 a TQ_MAX*TB*4 int32 tile per thread.
+ * (2 d or d) + 8 (error bound, scale) + 4 (sub-tile error, rounded up).
  * The query and base rows themselves are the caller's.
  */
 int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
@@ -272,13 +271,11 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||
 	    cfg->precision == XJ_PREC_AUTO) {
-		/* auto: the widest, bf16 rows and int8's tile */
+		/* auto: the widest, bf16 rows */
 		int64_t low = cfg->precision == XJ_PREC_INT8 ? d : 2 * d;
 
 		per_query += low + 12;
 		per_base += low + 12;
-		if (cfg->precision != XJ_PREC_BF16)
-			per_thread += (int64_t)TQ_MAX * TB * 4;
 	}
 	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;
 	return t * per_thread + qrows * per_query + mrows * per_base + fixed;
