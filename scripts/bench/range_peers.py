@@ -22,7 +22,9 @@ bench: for each job (GloVe cosine, synthetic Gaussian l2) and each target
 sample), an untimed xjoin run places the threshold in the middle of the
 widest gap between pair values near it, so float32 peers cannot disagree
 on which pairs are in; then every tool runs REPS times (best kept) and
-the pair sets (row, index) must be identical to xjoin's. Prints a table
+the pair sets (row, index) must be identical to xjoin's, but for pairs
+whose exact value lies within float32's error of the threshold (where
+dense pairs leave no gap wider than that error: the table counts them). Prints a table
 with ratios peer / xjoin and writes the same as JSON.
 """
 import argparse
@@ -128,6 +130,30 @@ def pairs_of(path):
     return np.sort(rows * max(m, 1 << 30) + idx)
 
 
+def boundary_only(a, b, q, x, metric, t):
+    """Whether every pair in one of the sorted pair keys a and b but not
+    the other lies within float32's error of the threshold t: its exact
+    (float64) value differs from t by less than 2^-20 of the terms a
+    float32 tool sums (|q|^2 + |b|^2 for l2 and sqeuclidean, 1 for
+    cosine). Also the count of such pairs."""
+    diff = np.setxor1d(a, b)
+    m = len(x)
+    base = max(m, 1 << 30)
+    r, i = diff // base, diff % base
+    qv, bv = q[r].astype(np.float64), x[i].astype(np.float64)
+    if metric == "cosine":
+        qv /= np.linalg.norm(qv, axis=1)[:, None]
+        bv /= np.linalg.norm(bv, axis=1)[:, None]
+        v, scale = 1.0 - (qv * bv).sum(1), np.ones(len(diff))
+    else:
+        v = ((qv - bv) ** 2).sum(1)
+        scale = (qv ** 2).sum(1) + (bv ** 2).sum(1)
+        if metric == "l2":      # on the distance: d(sqrt) = d(x) / 2 sqrt
+            v, scale = np.sqrt(v), scale / (2 * max(t, 1e-30))
+    ok = bool(np.all(np.abs(v - t) <= scale * 2.0 ** -20))
+    return ok, int(len(diff))
+
+
 def exact_sample(q, b, metric, count=128):
     """Exact (float64) distances of `count` spread queries to every base
     row, for choosing thresholds."""
@@ -181,10 +207,13 @@ class Bench:
         # the sampled queries keep `target` pairs each on average
         t = float(np.sort(ex.ravel())[target * len(ex) - 1])
         probe = os.path.join(self.a.workdir, "probe.h5")
-        self.xjoin(qs, bs, t * 1.002, metric, probe)
+        # +-1%: at about 10 pairs a query on 10k x 100k clustered rows the
+        # widest gap within +-0.2% was narrower than faiss's float32 error
+        # (faiss-cpu 1.15.1 lost pairs there that xjoin and sklearn agreed on)
+        self.xjoin(qs, bs, t * 1.01, metric, probe)
         with h5py.File(probe, "r") as f:
             v = np.unique(f["distances"][...].astype(np.float64))
-        v = v[v >= t * 0.998]
+        v = v[v >= t * 0.99]
         if len(v) < 2:
             return t
         g = int(np.argmax(np.diff(v)))
@@ -202,12 +231,16 @@ class Bench:
             secs[tool] = self.timed(self.peer, tool, qs, bs, t, metric,
                                     outs[tool])
         ref = pairs_of(outs["xjoin"])
-        same = {k: bool(np.array_equal(pairs_of(outs[k]), ref))
-                for k in ("faiss", "sklearn")}
+        same, near = {}, {}
+        for k in ("faiss", "sklearn"):
+            got = pairs_of(outs[k])
+            same[k], near[k] = bool(np.array_equal(got, ref)), 0
+            if not same[k]:
+                same[k], near[k] = boundary_only(got, ref, q, b, metric, t)
         return {"job": name, "n": len(q), "m": len(b), "d": q.shape[1],
                 "metric": metric, "threshold": t, "target": target,
                 "pairs": int(len(ref)), "pairs_per_query": len(ref) / len(q),
-                "seconds": secs, "identical": same,
+                "seconds": secs, "identical": same, "boundary": near,
                 "ratio": {k: secs[k] / secs["xjoin"]
                           for k in ("faiss", "sklearn")}}
 
@@ -269,7 +302,11 @@ def run_bench(a):
                   r["threshold"], r["pairs_per_query"], s["xjoin"],
                   s["faiss"], s["sklearn"], r["ratio"]["faiss"],
                   r["ratio"]["sklearn"],
-                  "yes" if all(r["identical"].values()) else
+                  ("yes" + "".join(
+                      " (%s: %d pairs within float32's error of the "
+                      "threshold)" % (k, n)
+                      for k, n in r["boundary"].items() if n))
+                  if all(r["identical"].values()) else
                   "NO %s" % r["identical"]))
     with open(os.path.join(a.workdir, "range_vs_peers.json"), "w") as f:
         json.dump(results, f, indent=1)
