@@ -357,7 +357,7 @@ static double predict(const cand *cd, const xj_job *job)
  * x 100,000 rows and chose bf16, which ran 0.87 s against int8's 0.68
  * (at b = 16,384, 7 measurements: int8 0.66-0.85, bf16 0.75-1.01, int8
  * chosen in all); at d = 768 (int8 3.1 s, bf16 4.0) b = 4,096 chose int8
- * in 4 of 5 measurements and 8,192 in 15 of 17.
+ * in 4 of 5 measurements and 8,192 in 6 of 7.
  * For k > 64 q shrinks by 64 / k (at least
  * 16): a run's cost is then its queries' first k candidates (at k =
  * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On
