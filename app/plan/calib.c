@@ -22,7 +22,7 @@
 #define CALIB_MIN_FLOPS_GPU 1e13
 #define CALIB_MAX_CANDS 4
 /* A candidate whose first run of the pairs' shape takes this many times
- * the fastest one's so far is not measured further (calib_slower). */
+ * the fastest one's so far is not measured further (measure). */
 #define CALIB_SLOWER 1.5
 
 /* A candidate and its cost model: a top-k of nq query rows against nb
@@ -357,10 +357,10 @@ static double predict(const cand *cd, const xj_job *job)
  * x 100,000 rows and chose bf16, which ran 0.87 s against int8's 0.68
  * (at b = 16,384, 7 measurements: int8 0.66-0.85, bf16 0.75-1.01, int8
  * chosen in all); at d = 768 (int8 3.1 s, bf16 4.0) b = 4,096 chose int8
- * in 4 of 5 measurements and 8,192 in 6 of 7.
- * For k > 64 q shrinks by 64 / k (at least
- * 16): a run's cost is then its queries' first k candidates (at k =
- * 1,000 the measuring took 8.4 s for a 6 s job before, 0.39 after). On
+ * in 4 of 5 measurements and 8,192 in 6 of 7. For k > 64 q shrinks by
+ * 64 / k (at least 16): a run's cost is then its queries' first k
+ * candidates (at k = 1,000 the measuring took 8.4 s for a 6 s job before,
+ * 0.39 after, 0.85 with 16,384 base rows). On
  * a GPU q = 16,384 and b = 65,536 x 128 / d (at least 1,024): the pairs'
  * part of a run must outweigh its uploads and launches (with q = 2,048,
  * until 2026-11-27, a run's pairs took 1 to 2 ms of about 20 on an H100,
