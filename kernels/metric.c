@@ -332,7 +332,10 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
  *         most |crow| + 2 |r(q).r(b)|, with |crow| <= the terms the
  *         float32 part below already counts (|b|^2, or 1 for cosine,
  *         which is <= (Q + qerr)(B + berr) there), 2u of
- *         (Q + qerr)(B + berr) in all. acc = 7u > 4.01u + 2u.
+ *         (Q + qerr)(B + berr) in all. acc = 7u > 4.01u + 2u. Where
+ *         s_b (alpha s_q) is subnormal (rows near 1e-20) its error is
+ *         absolute, below 2^-149 |acc| <= 2^-149 127^2 d: far inside the
+ *         underflow term, 8 (d + 8) FLT_MIN.
  * The terms that do not depend on the GEMM (fl(|b|^2), the normalisation
  * of cosine rows, the canonical double path, underflow) are those of
  * metric_err_bound_prec. INFINITY when d is too large for the model.

@@ -62,11 +62,13 @@ static int runs_here(xj_precision p, int64_t d)
 
 /* ---- adversarial rows ---------------------------------------------- */
 
-enum { K_GAUSS, K_SCALES, K_SPREAD, K_TINY, K_SPIKE, K_FLAT, NKIND };
+enum { K_GAUSS, K_SCALES, K_SPREAD, K_TINY, K_SPIKE, K_FLAT, K_SMALL,
+       NKIND };
 static const char *const kind_names[] = {
 	"gaussian", "row scales 1e-8..1e8", "values over 30 orders",
 	"subnormal rows", "one spike among tiny values",
 	"integer rows near 127 (int8 sums past 2^24 at d = 2000)",
+	"rows near 1e-20 (int8's scale products subnormal)",
 };
 
 /* n rows of kind; with dups, every 5th row repeats the row before it and
@@ -93,6 +95,9 @@ static float *adv_rows(int64_t n, int64_t d, int kind, int dups)
 				break;
 			case K_SPIKE:
 				g = i == (int64_t)(r % d) ? 1e3 * g : 1e-9 * g;
+				break;
+			case K_SMALL:     /* s_q s_b near 1e-44 */
+				g *= 1e-20;
 				break;
 			case K_FLAT:      /* integers 120..127, the first 127:
 					   int8 exactly (scale 1) */
