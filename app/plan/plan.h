@@ -107,7 +107,7 @@ typedef struct plan_in {
 	int self_join;             /* topk of a set with itself on a backend
 				    * that scores the rows a base chunk
 				    * shares with the query chunk once
-				    * (CPU in fp32, CUDA): base chunks grow
+				    * (CPU, CUDA): base chunks grow
 				    * to the query
 				    * chunk, up to BCHUNK_SELF_MAX rows */
 	int self_cross;            /* ... and the backend scores the pairs
