@@ -279,7 +279,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, warp, seed, timing, sym;
+	int64_t pipe, cols, rows, blocks, warp, seed, timing, sym, t16;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -297,7 +297,8 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_RS_WARP", 0, 0, 1, &warp, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
-	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st))
+	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st) ||
+	    env_int("XJ_CUDA_TILE16", 0, 0, 1, &t16, st))
 		return st->code;
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
@@ -326,6 +327,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->seed = (int)seed;
 	t->timing = (int)timing;
 	t->sym = (int)sym;
+	t->tile16 = (int)t16;
 	return XJ_OK;
 }
 
@@ -613,10 +615,12 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
 		 c->tune.rowsel && c->tune.rs_warp ? " warp/row" : "",
+		 c->tune.rowsel && c->tune.tile16 &&
+		 cfg->precision == XJ_PREC_FP16 ? " 16-bit tile" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
 		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
 		 (long long)c->prows,

@@ -112,6 +112,11 @@
  *                takes the block pairs
  *   XJ_CUDA_TIMING=1|0           events around every launch, summed per
  *                kernel class into be->ktime (default 1)
+ *   XJ_CUDA_TILE16=0|1           an fp16 top-k's plain passes have the
+ *                GEMM write its tile in fp16, scaled by a power of two
+ *                (1), half the bytes the GEMM writes and rowsel reads, or
+ *                in float (0, default until measured on a GPU); the
+ *                scan's bound takes the tile's rounding (canonical.cuh)
  * The lists are the same bits under every setting.
  *
  * Memory: everything is allocated by backend_cuda_create for
@@ -216,6 +221,10 @@ float backend_cuda_host_threshold_prec(xj_metric m, int64_t d, double gate,
 double backend_cuda_host_err_bound_prec(xj_metric m, int64_t d,
 					double qnorm, double bnorm,
 					xj_precision p);
+/* fp16's bound for the 16-bit tile of unit gunit (XJ_CUDA_TILE16). */
+double backend_cuda_host_err_bound_tile16(xj_metric m, int64_t d,
+					  double qnorm, double bnorm,
+					  double gunit);
 /* x as prep_lowp rounds it for the GEMM (bf16, fp16: the CUDA
  * conversions, round to nearest even); x itself for fp32 and tf32, which
  * cuBLAS rounds inside the GEMM. */
@@ -281,7 +290,10 @@ int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
  * (nq) carry over from call to call, so several chunks stream in turn;
  * backend_cuda_host_topk_init starts them as topk_begin does. stats gets
  * the rescored pairs, those left undecided by the bound and the
- * sub-tiles seeded, added.
+ * sub-tiles seeded, added. tile16 (fp16 only): g holds the 16-bit tile's
+ * values instead, fp16 numbers h (held exactly as floats) of 2^e16 times
+ * the above, e16 from backend_cuda_host_tile16_exp, as XJ_CUDA_TILE16's
+ * GEMM writes them.
  */
 typedef struct backend_cuda_host_pass {
 	xj_metric metric;
@@ -298,13 +310,19 @@ typedef struct backend_cuda_host_pass {
 	int seed;
 	int whole;              /* XJ_CUDA_SCAN=pass */
 	int warp;               /* XJ_CUDA_RS_WARP=1 */
+	int tile16, e16;        /* XJ_CUDA_TILE16=1 */
 } backend_cuda_host_pass;
 
+/* The 16-bit tile's scale exponent for rows whose largest |x_i| are qmax
+ * and bmax (the GEMM's rows: 1 + 2^-20 for cosine's normalised ones). */
+int backend_cuda_host_tile16_exp(xj_metric m, int64_t d, float qmax,
+				 float bmax);
+
 /* xjc_seed_gate (canonical.cuh): the gate of a row whose k eligible
- * columns have scan values <= t. */
+ * columns have scan values <= t (gunit: the 16-bit tile's, or 0). */
 double backend_cuda_host_seed_gate(xj_metric m, int64_t d, float t,
 				   double qq, float qnorm, float bmax,
-				   xj_precision p);
+				   xj_precision p, double gunit);
 void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
 				 float threshold_key, int64_t nq, int64_t k,
 				 float *key, int64_t *idx, int64_t *count,
@@ -319,12 +337,18 @@ int backend_cuda_host_topk(const backend_cuda_host_pass *p, float *key,
  *   backend_cuda_test_gemm   g = alpha q b^T (nq x nb, row-major) through
  *                            the backend's GEMM of precision p, 16-bit
  *                            copies included
+ *   backend_cuda_test_gemm16 the same in fp16 with the 16-bit tile's
+ *                            fp16 output (XJ_CUDA_TILE16), widened to
+ *                            floats (alpha carries the tile's 2^e)
  *   backend_cuda_test_merge  merge.cuh on host lists laid out as
  *                            backend_cuda_host_merge_lists takes them
  */
 int backend_cuda_test_gemm(int device, xj_precision p, const float *q,
 			   int64_t nq, const float *b, int64_t nb, int64_t d,
 			   float alpha, float *g, xj_status *st);
+int backend_cuda_test_gemm16(int device, const float *q, int64_t nq,
+			     const float *b, int64_t nb, int64_t d,
+			     float alpha, float *g, xj_status *st);
 int backend_cuda_test_merge(int device, int p, int64_t rows, int64_t k,
 			    const float *key, const int64_t *idx, float *okey,
 			    int64_t *oidx, xj_status *st);

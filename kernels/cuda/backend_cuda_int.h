@@ -92,6 +92,8 @@ typedef struct cuda_tuning {
 	int rs_warp;            /* XJ_CUDA_RS_WARP: a warp per row */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
+	int tile16;             /* XJ_CUDA_TILE16: fp16 passes write a
+				 * 16-bit tile */
 	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
 	int timing;             /* XJ_CUDA_TIMING: events around kernels */
 } cuda_tuning;
@@ -148,6 +150,7 @@ typedef struct cuda_backend {
 	int64_t *ecount;        /* entries per list */
 	uint16_t *qlow;         /* bf16/fp16 copy of the GEMM's query rows */
 	int q_fp32;             /* fp16: this chunk needs the float32 GEMM */
+	float qmax16;           /* fp16: the largest |x_i| the GEMM reads */
 
 	/* base rows */
 	int64_t balloc;
@@ -160,6 +163,7 @@ typedef struct cuda_backend {
 	float *submax;          /* largest bnorm per TB sub-tile */
 	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
 	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
+	float bmax16;           /* fp16: the largest |x_i| the GEMM reads */
 	double *bd;             /* matrix-only backend: the base block in
 				 * double (balloc x d), the double GEMM's */
 	float *stage[2];        /* pinned host, balloc x d */
@@ -304,6 +308,9 @@ int cuda_kt_collect(cuda_backend *c, xj_status *st);
 int cuda_gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
 		  int64_t d, float alpha, const void *a, const void *b,
 		  float *g, xj_status *st);
+/* The fp16 GEMM with fp16 output (the 16-bit tile, canonical.cuh). */
+int cuda_gemm_run16(cublasHandle_t h, int nb, int tq, int64_t d, float alpha,
+		    const void *a, const void *b, void *g, xj_status *st);
 xj_precision cuda_tile_prec(const cuda_backend *c);
 
 int cuda_prep_norms(const float *x, int64_t rows, int64_t d, xj_metric m,

@@ -183,10 +183,25 @@ XJC_HD double xjc_err_bound(int m, int64_t d, double qnorm, double bnorm)
 	return INFINITY;
 }
 
-/* metric_err_bound_prec(m, d, qnorm, bnorm, p), operation for operation
- * (the derivation is in metric.c) */
+/*
+ * metric_err_bound_prec(m, d, qnorm, bnorm, p), operation for operation
+ * (the derivation is in metric.c), for a tile of float values (gunit 0).
+ *
+ * The 16-bit tile (gunit > 0; fp16 only, XJ_CUDA_TILE16, topk_pass.cu):
+ * the GEMM writes h = fl16(fl(alpha' acc)) with alpha' = alpha 2^e (alpha
+ * -2 or -1, e from xjc_tile16_exp so that |alpha' acc| <= 2^15 < 65504)
+ * and the scan reads G = h gunit, gunit = 2^-e, an exact product. alpha'
+ * acc is exact in float32 but below FLT_MIN, and any conversion to fp16
+ * (to nearest or toward zero, subnormals kept or flushed) loses at most
+ * 2^-10 |y| + 2^-14 of y = alpha' acc (10 stored bits; 2^-14 is fp16's
+ * smallest normal). In units of the dot product (divided by |alpha| 2^e,
+ * |alpha| >= 1) that is 2^-10 |acc| + 2^-14 gunit, with |acc| <= (1 +
+ * acc) (Q + dq)(B + db): the accumulation factor acc becomes acc +
+ * 2^-10 (1 + acc) and E_acc gains 2^-14 gunit. The rest of the bound
+ * (fn2's addition, the metric's form) reads G as before.
+ */
 XJC_HD double xjc_err_bound_prec(int m, int64_t d, double qnorm,
-				 double bnorm, int p)
+				 double bnorm, int p, double gunit = 0.0)
 {
 	const double slack = 1.0 + 0x1p-20;
 	double up, eta, n = (double)d, qn, bn, r, dq, db, bt, g, acc, dbl;
@@ -219,8 +234,12 @@ XJC_HD double xjc_err_bound_prec(int m, int64_t d, double qnorm,
 	bt = XJC_ADD(bn, db);
 	acc = XJC_DIV(XJC_MUL(XJC_MUL(6.0, n), XJC_U32),
 		      XJC_SUB(1.0, XJC_MUL(XJC_MUL(6.0, n), XJC_U32)));
+	if (gunit > 0)
+		acc = XJC_ADD(acc, XJC_MUL(0x1p-10, XJC_ADD(1.0, acc)));
 	g = XJC_ADD(XJC_ADD(XJC_MUL(dq, bt), XJC_MUL(qn, db)),
 		    XJC_MUL(XJC_MUL(acc, XJC_ADD(qn, dq)), bt));
+	if (gunit > 0)
+		g = XJC_ADD(g, XJC_MUL(0x1p-14, gunit));
 	dbl = XJC_MUL(XJC_ADD(n, 8.0), 0x1p-50);
 	switch (m) {
 	case XJ_METRIC_L2:
@@ -279,7 +298,8 @@ XJC_HD double xjc_gate_approx(int m, float key)
  * the top of this file).
  */
 XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
-				float qnorm, float bmax, int p)
+				float qnorm, float bmax, int p,
+				double gunit = 0.0)
 {
 	if (xjc_is_inf(gate))
 		return gate > 0 ? INFINITY : -INFINITY;
@@ -288,13 +308,15 @@ XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
 	case XJ_METRIC_SQEUCLIDEAN:
 		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, qq),
 					  xjc_err_bound_prec(m, d, qnorm, bmax,
-							     p)));
+							     p, gunit)));
 	case XJ_METRIC_COSINE:
 		return XJC_F32_UP(XJC_ADD(XJC_SUB(gate, 1.0),
-					  xjc_err_bound_prec(m, d, 1, 1, p)));
+					  xjc_err_bound_prec(m, d, 1, 1, p,
+							     gunit)));
 	case XJ_METRIC_IP:
 		return XJC_F32_UP(XJC_ADD(gate, xjc_err_bound_prec(m, d, qnorm,
-								   bmax, p)));
+								   bmax, p,
+								   gunit)));
 	}
 	return INFINITY;
 }
@@ -316,7 +338,7 @@ XJC_HD float xjc_scan_threshold(int m, int64_t d, double gate, double qq,
  * it. +inf (no gate) when the bound is infinite or t is not finite.
  */
 XJC_HD double xjc_seed_gate(int m, int64_t d, float t, double qq, float qnorm,
-			    float bmax, int p)
+			    float bmax, int p, double gunit = 0.0)
 {
 	double err, c, s;
 	float key;
@@ -327,15 +349,15 @@ XJC_HD double xjc_seed_gate(int m, int64_t d, float t, double qq, float qnorm,
 	case XJ_METRIC_L2:
 	case XJ_METRIC_SQEUCLIDEAN:
 		c = qq;
-		err = xjc_err_bound_prec(m, d, qnorm, bmax, p);
+		err = xjc_err_bound_prec(m, d, qnorm, bmax, p, gunit);
 		break;
 	case XJ_METRIC_COSINE:
 		c = 1.0;
-		err = xjc_err_bound_prec(m, d, 1, 1, p);
+		err = xjc_err_bound_prec(m, d, 1, 1, p, gunit);
 		break;
 	case XJ_METRIC_IP:
 		c = 0.0;
-		err = xjc_err_bound_prec(m, d, qnorm, bmax, p);
+		err = xjc_err_bound_prec(m, d, qnorm, bmax, p, gunit);
 		break;
 	default:
 		return INFINITY;

@@ -4,7 +4,8 @@
  * plain fills.
  *
  * defines: prep_norms, prep_hat, prep_submax, prep_lowp, prep_fill_f32,
- *          prep_fill_f64, xjc_fp16_fits, XJC_FP16_MAX, XJC_BAD_NONE
+ *          prep_fill_f64, xjc_max_abs, xjc_fp16_fits, XJC_FP16_MAX,
+ *          XJC_BAD_NONE
  *
  * Math, for a row x of dimension d (as cpu_rows.c, cpu_rows_prepare):
  *   n2    = sum_i (double)x_i^2 in index order     (canonical, double)
@@ -47,14 +48,25 @@
 #define PREP_MAX_BLOCKS 65536        /* grid-stride kernels */
 #define XJC_FP16_MAX 65504.0f        /* largest finite fp16 */
 
+/* The largest |x_i| (+inf where one is NaN). */
+static inline float xjc_max_abs(const float *x, int64_t n)
+{
+	float m = 0.0f;
+	int nan = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		float a = fabsf(x[i]);
+
+		m = a > m ? a : m;
+		nan |= x[i] != x[i];
+	}
+	return nan ? INFINITY : m;
+}
+
 /* Every |x_i| <= 65504: the rows round to finite fp16 values. */
 static inline int xjc_fp16_fits(const float *x, int64_t n)
 {
-	int fits = 1;
-
-	for (int64_t i = 0; i < n; i++)
-		fits &= fabsf(x[i]) <= XJC_FP16_MAX;
-	return fits;
+	return xjc_max_abs(x, n) <= XJC_FP16_MAX;
 }
 
 /* One thread per row: the sum is one sequential chain per row. */

@@ -68,6 +68,8 @@
 #ifndef XJ_CUDA_ROWSEL_CUH
 #define XJ_CUDA_ROWSEL_CUH
 
+#include <cuda_fp16.h>
+
 #include "canonical.cuh"
 #include "check.cuh"
 #include "rank.cuh"
@@ -81,9 +83,11 @@
 
 #ifdef __CUDA_ARCH__
 #define XJC_FADD(a, b) __fadd_rn((a), (b))
+#define XJC_FMUL(a, b) __fmul_rn((a), (b))
 #define RS_UNROLL_LOOP _Pragma("unroll")
 #else
 #define XJC_FADD(a, b) ((a) + (b))
+#define XJC_FMUL(a, b) ((a) * (b))
 #define RS_UNROLL_LOOP
 #endif
 
@@ -91,6 +95,9 @@
  * tile's first query row, chunk arrays at the chunk's row 0. */
 struct rowsel_args {
 	const float *g;          /* tq x ncols values, row stride ldg */
+	const __half *gh;        /* or the 16-bit tile (XJ_CUDA_TILE16):
+				  * G = gh gunit, g NULL */
+	float gunit;             /* 2^-e (canonical.cuh); 0 with g */
 	int64_t ldg;
 	int ncols;
 	int64_t j0;
@@ -179,33 +186,72 @@ XJC_HD rs_pair rs_lane_sum(int m, const float *q, const float *b, int64_t d,
 	return p;
 }
 
-XJC_HD float rs_value(const rowsel_args &a, const float *grow, int c)
+/* G's value at p: a float of the tile, or a 16-bit one times its unit
+ * (a power of two: exact). */
+XJC_HD float rs_g(const float *p, float)
 {
-	float g = grow[c];
+	return *p;
+}
+
+XJC_HD float rs_g(const __half *p, float unit)
+{
+	return XJC_FMUL(__half2float(*p), unit);
+}
+
+template <class T>
+XJC_HD float rs_value(const rowsel_args &a, const T *grow, int c)
+{
+	float g = rs_g(grow + c, a.gunit);
 
 	return a.fn2 ? XJC_FADD(a.fn2[a.j0 + c], g) : g;
 }
 
-/* rs_value of columns c .. c + 3, read as one 16-byte load of G (and of
- * fn2) on the device; the caller checks the alignment. */
-XJC_HD void rs_value4(const rowsel_args &a, const float *grow, int c,
-		      float v[4])
+/* G at p .. p + 3 in one load (16 bytes of floats, 8 of halves); the
+ * caller checks the alignment. */
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ void rs_g4(const float *p, float, float g[4])
+{
+	float4 x = *reinterpret_cast<const float4 *>(p);
+
+	g[0] = x.x;
+	g[1] = x.y;
+	g[2] = x.z;
+	g[3] = x.w;
+}
+
+__device__ __forceinline__ void rs_g4(const __half *p, float unit,
+				      float g[4])
+{
+	uint2 x = *reinterpret_cast<const uint2 *>(p);
+	float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&x.x));
+	float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&x.y));
+
+	g[0] = __fmul_rn(lo.x, unit);
+	g[1] = __fmul_rn(lo.y, unit);
+	g[2] = __fmul_rn(hi.x, unit);
+	g[3] = __fmul_rn(hi.y, unit);
+}
+#endif
+
+/* rs_value of columns c .. c + 3, read as one load of G (and a 16-byte
+ * one of fn2) on the device; the caller checks the alignment. */
+template <class T>
+XJC_HD void rs_value4(const rowsel_args &a, const T *grow, int c, float v[4])
 {
 #ifdef __CUDA_ARCH__
-	float4 g = *reinterpret_cast<const float4 *>(grow + c);
+	float g[4];
 
+	rs_g4(grow + c, a.gunit, g);
 	if (a.fn2) {
 		float4 f = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
 
-		v[0] = __fadd_rn(f.x, g.x);
-		v[1] = __fadd_rn(f.y, g.y);
-		v[2] = __fadd_rn(f.z, g.z);
-		v[3] = __fadd_rn(f.w, g.w);
+		v[0] = __fadd_rn(f.x, g[0]);
+		v[1] = __fadd_rn(f.y, g[1]);
+		v[2] = __fadd_rn(f.z, g[2]);
+		v[3] = __fadd_rn(f.w, g[3]);
 	} else {
-		v[0] = g.x;
-		v[1] = g.y;
-		v[2] = g.z;
-		v[3] = g.w;
+		for (int e = 0; e < 4; e++)
+			v[e] = g[e];
 	}
 #else
 	for (int e = 0; e < 4; e++)
@@ -213,9 +259,10 @@ XJC_HD void rs_value4(const rowsel_args &a, const float *grow, int c,
 #endif
 }
 
-XJC_HD bool rs_aligned16(const void *p)
+/* p on a multiple of n bytes (n a power of two) */
+XJC_HD bool rs_aligned(const void *p, uintptr_t n)
 {
-	return ((uintptr_t)p & 15) == 0;
+	return ((uintptr_t)p & (n - 1)) == 0;
 }
 
 /* ---- the blocks ------------------------------------------------------- */
@@ -358,9 +405,9 @@ struct rs_host_block {
 /* Seed the gate from the k-th smallest value of columns [c0, c1) (the
  * caller's test: the list is not full, k such columns). */
 #pragma nv_exec_check_disable
-template <class BLK>
+template <class BLK, class T>
 XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
-		    const float *grow, int c0, int c1, int64_t self_col,
+		    const T *grow, int c0, int c1, int64_t self_col,
 		    float bmax)
 {
 	for (int shift = 24; shift >= 0; shift -= 8) {
@@ -396,7 +443,7 @@ XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	blk.one([&] {
 		float t = xjc_order_value(sh.prefix);
 		double gs = xjc_seed_gate(a.m, a.d, t, a.qq[r], a.qnorm[r],
-					  bmax, a.prec);
+					  bmax, a.prec, a.gunit);
 
 		if (gs < sh.gate) {
 			sh.gate = gs;
@@ -410,9 +457,9 @@ XJC_HD void rs_seed(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * columns lie in a sub-tile of largest norm bmax (bmax < 0: in several,
  * each candidate's threshold from its own). */
 #pragma nv_exec_check_disable
-template <class BLK>
+template <class BLK, class T>
 XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
-		     const float *grow, const int *slots, int b0, int b1,
+		     const T *grow, const int *slots, int b0, int b1,
 		     float bmax)
 {
 	const float *q = a.qx + (int64_t)r * a.d;
@@ -430,7 +477,8 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 		sh.gate = a.gate[r];
 		sh.thr2 = bmax < 0 ? 0.0f :
 			  xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
-					     a.qnorm[r], bmax, a.prec);
+					     a.qnorm[r], bmax, a.prec,
+					     a.gunit);
 		sh.ns = 0;
 	});
 	blk.warps([&](int w, const auto &lanes) {
@@ -442,7 +490,8 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 				    xjc_scan_threshold(a.m, a.d, sh.gate,
 						       a.qq[r], a.qnorm[r],
 						       a.submax[j / a.tb],
-						       a.prec) : sh.thr2;
+						       a.prec, a.gunit) :
+				    sh.thr2;
 			rs_pair s;
 			float key;
 			int und;
@@ -523,14 +572,14 @@ XJC_HD void rs_batch(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 /* Scan columns [c0, c1) of one sub-tile (largest norm bmax) into the
  * row's slots under its threshold for the row's current gate. */
 #pragma nv_exec_check_disable
-template <class BLK>
+template <class BLK, class T>
 XJC_HD void rs_scan_sub(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
-			const float *grow, int *slots, int c0, int c1,
+			const T *grow, int *slots, int c0, int c1,
 			float bmax, int64_t self_col)
 {
 	blk.one([&] {
 		sh.thr = xjc_scan_threshold(a.m, a.d, sh.gate, a.qq[r],
-					    a.qnorm[r], bmax, a.prec);
+					    a.qnorm[r], bmax, a.prec, a.gunit);
 		sh.n = 0;
 	});
 	blk.each([&](int t) {
@@ -563,15 +612,15 @@ XJC_HD void rs_scan_sub(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * threshold for the row's current gate; 16-byte loads where G's row and
  * fn2 allow them. */
 #pragma nv_exec_check_disable
-template <class BLK>
+template <class BLK, class T>
 XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
-			 int r, const float *grow, int *slots, int c0, int c1,
+			 int r, const T *grow, int *slots, int c0, int c1,
 			 int64_t jt, int64_t self_col)
 {
 	int nsub = (int)((a.j0 + c1 - 1) / a.tb - jt + 1);
 	int tb = (int)a.tb, e0 = (int)((jt + 1) * a.tb - a.j0);
-	bool vec = tb % 4 == 0 && rs_aligned16(grow + c0) &&
-		   (!a.fn2 || rs_aligned16(a.fn2 + a.j0 + c0));
+	bool vec = tb % 4 == 0 && rs_aligned(grow + c0, 4 * sizeof(T)) &&
+		   (!a.fn2 || rs_aligned(a.fn2 + a.j0 + c0, 16));
 	int nv = vec ? (c1 - c0) / 4 : 0;
 
 	blk.each([&](int t) {
@@ -579,7 +628,7 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 			sh.tsub[s] = xjc_scan_threshold(a.m, a.d, sh.gate,
 							a.qq[r], a.qnorm[r],
 							a.submax[jt + s],
-							a.prec);
+							a.prec, a.gunit);
 		if (t == 0)
 			sh.n = 0;
 	});
@@ -623,10 +672,11 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
  * time while the row's gate is being seeded (or a.whole is 0), then the
  * rest of the pass in one step. */
 #pragma nv_exec_check_disable
-template <class BLK>
-XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
+template <class BLK, class T>
+XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
+			const T *g)
 {
-	const float *grow = a.g + (int64_t)r * a.ldg;
+	const T *grow = g + (int64_t)r * a.ldg;
 	int *slots = a.cand + (int64_t)r * a.cap;
 	int64_t self_col = a.self ? a.qfirst + r - a.bfirst - a.j0 : -1;
 
@@ -690,22 +740,22 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r)
  * thread (none spilled), 8 caps it at 64 (a few spilled to the stack)
  * for twice the rows in flight; XJ_CUDA_RS_BLOCKS picks one (8 by
  * default) */
-template <int minb>
+template <int minb, class T>
 __global__ void __launch_bounds__(RS_THREADS, minb)
-rowsel_kernel(rowsel_args a)
+rowsel_kernel(rowsel_args a, const T *g)
 {
 	__shared__ rs_shared sh;
 	rs_dev_block<RS_THREADS> blk = { (int)threadIdx.x };
 
-	rowsel_row(blk, sh, a, (int)blockIdx.x);
+	rowsel_row(blk, sh, a, (int)blockIdx.x, g);
 }
 
 /* A warp per row (XJ_CUDA_RS_WARP=1): RS_WARPS rows a CUDA block, with
  * no barrier across them, so a row's phases of one thread (its gate,
  * count and list reads) wait beside other rows' loads. */
-template <int minb>
+template <int minb, class T>
 __global__ void __launch_bounds__(RS_THREADS, minb)
-rowsel_warp_kernel(rowsel_args a, int tq)
+rowsel_warp_kernel(rowsel_args a, const T *g, int tq)
 {
 	__shared__ rs_shared sh[RS_WARPS];
 	int w = (int)(threadIdx.x >> 5);
@@ -713,7 +763,7 @@ rowsel_warp_kernel(rowsel_args a, int tq)
 	rs_dev_block<32> blk = { (int)(threadIdx.x & 31) };
 
 	if (r < tq)
-		rowsel_row(blk, sh[w], a, r);
+		rowsel_row(blk, sh[w], a, r, g);
 }
 #endif
 
@@ -721,7 +771,8 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (tq < 0 || a.ncols < 0 || a.j0 < 0 || a.tb < 1 || a.cap < a.tb ||
 	    (a.whole && a.cap < a.ncols) ||
-	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols)
+	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols ||
+	    !a.g == !a.gh || (a.gh != NULL) != (a.gunit > 0))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",
 			       tq, a.ncols, (long long)a.j0, (long long)a.tb,
@@ -730,38 +781,47 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 }
 
 #ifdef __CUDACC__
-/* Rows [0, tq) of the tile, one block each (warp: one warp each), on
+/* Rows [0, tq) of the tile g, one block each (warp: one warp each), on
  * stream s, in the build of at least minb (4 or 8) blocks an SM. */
-static int rowsel(const rowsel_args &a, int tq, int minb, int warp,
-		  cudaStream_t s, xj_status *st)
+template <class T>
+static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
+			 int warp, cudaStream_t s, xj_status *st)
 {
 	int wgrid = (tq + RS_WARPS - 1) / RS_WARPS;
 
+	if (warp && minb == 8) {
+		rowsel_warp_kernel<8, T><<<wgrid, RS_THREADS, 0, s>>>(a, g, tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<8>);
+	} else if (warp) {
+		rowsel_warp_kernel<4, T><<<wgrid, RS_THREADS, 0, s>>>(a, g, tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<4>);
+	} else if (minb == 8) {
+		rowsel_kernel<8, T><<<tq, RS_THREADS, 0, s>>>(a, g);
+		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
+	} else {
+		rowsel_kernel<4, T><<<tq, RS_THREADS, 0, s>>>(a, g);
+		CUDA_LAUNCH_CHECK(st, rowsel_kernel<4>);
+	}
+	return XJ_OK;
+}
+
+/* The pass's rows on stream s, reading a.g or a.gh. */
+static int rowsel(const rowsel_args &a, int tq, int minb, int warp,
+		  cudaStream_t s, xj_status *st)
+{
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
 	if (tq == 0 || a.ncols == 0)
 		return XJ_OK;
-	if (warp && minb == 8) {
-		rowsel_warp_kernel<8><<<wgrid, RS_THREADS, 0, s>>>(a, tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<8>);
-	} else if (warp) {
-		rowsel_warp_kernel<4><<<wgrid, RS_THREADS, 0, s>>>(a, tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<4>);
-	} else if (minb == 8) {
-		rowsel_kernel<8><<<tq, RS_THREADS, 0, s>>>(a);
-		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
-	} else {
-		rowsel_kernel<4><<<tq, RS_THREADS, 0, s>>>(a);
-		CUDA_LAUNCH_CHECK(st, rowsel_kernel<4>);
-	}
-	return XJ_OK;
+	return a.gh ? rowsel_launch(a, a.gh, tq, minb, warp, s, st) :
+		      rowsel_launch(a, a.g, tq, minb, warp, s, st);
 }
 #endif
 
 /* The same rows on the host, one after the other (a's pointers are host
  * memory), as blocks of N threads (128, or 32: a warp a row). */
-template <int N>
-static void rowsel_host_rows(const rowsel_args &a, int tq)
+template <int N, class T>
+static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 {
 	rs_host_block<N> blk;
 
@@ -769,7 +829,7 @@ static void rowsel_host_rows(const rowsel_args &a, int tq)
 		rs_shared sh;
 
 		memset(&sh, 0xa5, sizeof(sh));   /* poison */
-		rowsel_row(blk, sh, a, r);
+		rowsel_row(blk, sh, a, r, g);
 	}
 }
 
@@ -777,10 +837,14 @@ static int rowsel_host(const rowsel_args &a, int tq, int warp, xj_status *st)
 {
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
-	if (warp)
-		rowsel_host_rows<32>(a, tq);
+	if (warp && a.gh)
+		rowsel_host_rows<32>(a, a.gh, tq);
+	else if (warp)
+		rowsel_host_rows<32>(a, a.g, tq);
+	else if (a.gh)
+		rowsel_host_rows<RS_THREADS>(a, a.gh, tq);
 	else
-		rowsel_host_rows<RS_THREADS>(a, tq);
+		rowsel_host_rows<RS_THREADS>(a, a.g, tq);
 	return XJ_OK;
 }
 

@@ -131,17 +131,20 @@ static int base_consumed(cuda_backend *c, int slot, xj_status *st)
 }
 
 /*
- * Whether a chunk of rows (host copy x, n rows) must take the float32
- * GEMM although a 16-bit precision is set: fp16 holds no |x_i| > 65504
- * (metric.c). The normalised rows of cosine are within 1 + 2^-24 and
- * always fit; bf16 has float's range.
+ * Under fp16, the largest |x_i| of the rows its GEMM reads of a chunk
+ * (host copy x, n rows; 0 under other precisions): the chunk takes the
+ * float32 GEMM when it is above 65504, which fp16 cannot hold (metric.c),
+ * and the 16-bit tile's scale starts from it (xjc_tile16_exp). The
+ * normalised rows of cosine are within 1 + 2^-24 (1 + 2^-20 here); bf16
+ * has float's range.
  */
-static int lowp_needs_fp32(const cuda_backend *c, const float *x, int64_t n)
+static float lowp_max_abs(const cuda_backend *c, const float *x, int64_t n)
 {
-	if (!c->lowp || c->cfg.precision != XJ_PREC_FP16 ||
-	    c->cfg.metric == XJ_METRIC_COSINE)
-		return 0;
-	return !xjc_fp16_fits(x, n * c->cfg.d);
+	if (!c->lowp || c->cfg.precision != XJ_PREC_FP16)
+		return 0.0f;
+	if (c->cfg.metric == XJ_METRIC_COSINE)
+		return 1.0f + 0x1p-20f;
+	return xjc_max_abs(x, n * c->cfg.d);
 }
 
 /* Norms, the cosine copy, the sub-tile maxima and the 16-bit copy of the
@@ -207,7 +210,8 @@ int cuda_query_load(cuda_backend *c, const xj_rows *q,
 	CUDA_CHECK(st, cudaMemcpyAsync(c->q, q->x,
 				       (size_t)(n * d) * sizeof(float),
 				       cudaMemcpyHostToDevice, c->stream));
-	c->q_fp32 = lowp_needs_fp32(c, q->x, n);
+	c->qmax16 = lowp_max_abs(c, q->x, n);
+	c->q_fp32 = !(c->qmax16 <= XJC_FP16_MAX);
 	if (prep_norms(c->q, n, d, m, q->first_row, c->qq, NULL, c->qnorm,
 		       &c->bad[0], c->stream, st) ||
 	    (m == XJ_METRIC_COSINE &&
@@ -309,6 +313,19 @@ int cuda_gemm_run(cublasHandle_t h, xj_precision p, int nb, int tq,
 	}
 	return xj_fail(st, XJ_EXIT_INTERNAL, "cuda_gemm_run: precision %d",
 		       (int)p);
+}
+
+int cuda_gemm_run16(cublasHandle_t h, int nb, int tq, int64_t d, float alpha,
+		    const void *a, const void *b, void *g, xj_status *st)
+{
+	float beta = 0.0f;
+
+	CUBLAS_CHECK(st, cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nb, tq,
+				      (int)d, &alpha, a, CUDA_R_16F, (int)d, b,
+				      CUDA_R_16F, (int)d, &beta, g, CUDA_R_16F,
+				      nb, CUBLAS_COMPUTE_32F,
+				      CUBLAS_GEMM_DEFAULT));
+	return XJ_OK;
 }
 
 /* The GEMM precision of the current chunk's tiles. */
@@ -707,7 +724,8 @@ static int add_step(void *ctx, const sym_item *it, xj_status *st)
 int cuda_base_load(cuda_backend *c, const xj_rows *b, int *slot,
 		   xj_status *st)
 {
-	c->b_fp32 = lowp_needs_fp32(c, b->x, b->rows);
+	c->bmax16 = lowp_max_abs(c, b->x, b->rows);
+	c->b_fp32 = !(c->bmax16 <= XJC_FP16_MAX);
 	if (cuda_base_reserve(c, b->rows, st) || base_upload(c, b, slot, st) ||
 	    base_prepare(c, b, st))
 		return st->code;
@@ -999,6 +1017,15 @@ extern "C" double backend_cuda_host_err_bound_prec(xj_metric m, int64_t d,
 	return xjc_err_bound_prec((int)m, d, qnorm, bnorm, (int)p);
 }
 
+extern "C" double backend_cuda_host_err_bound_tile16(xj_metric m, int64_t d,
+						     double qnorm,
+						     double bnorm,
+						     double gunit)
+{
+	return xjc_err_bound_prec((int)m, d, qnorm, bnorm, XJ_PREC_FP16,
+				  gunit);
+}
+
 extern "C" float backend_cuda_host_round(xj_precision p, float x)
 {
 	switch (p) {
@@ -1149,7 +1176,8 @@ static void test_bufs_free(test_bufs *t)
 
 static int test_gemm_run(int device, xj_precision p, const float *q,
 			 int64_t nq, const float *b, int64_t nb, int64_t d,
-			 float alpha, float *g, test_bufs *t, xj_status *st)
+			 float alpha, int out16, float *g, test_bufs *t,
+			 xj_status *st)
 {
 	int lowp = p == XJ_PREC_BF16 || p == XJ_PREC_FP16;
 	const void *a = NULL, *bq = NULL;
@@ -1186,6 +1214,24 @@ static int test_gemm_run(int device, xj_precision p, const float *q,
 		a = t->bl;
 		bq = t->ql;
 	}
+	if (out16) {
+		/* the halves into g's first half, widened from the end */
+		__half *h = (__half *)g;
+
+		if (p != XJ_PREC_FP16)
+			return xj_fail(st, XJ_EXIT_INTERNAL,
+				       "test gemm: a 16-bit tile is fp16's");
+		if (cuda_gemm_run16(t->h, (int)nb, (int)nq, d, alpha, a, bq,
+				    t->g, st))
+			return st->code;
+		CUDA_CHECK(st, cudaMemcpyAsync(h, t->g, (size_t)(nq * nb) *
+					       sizeof(__half),
+					       cudaMemcpyDeviceToHost, t->s));
+		CUDA_CHECK(st, cudaStreamSynchronize(t->s));
+		for (int64_t e = nq * nb - 1; e >= 0; e--)
+			g[e] = __half2float(h[e]);
+		return XJ_OK;
+	}
 	if (cuda_gemm_run(t->h, p, (int)nb, (int)nq, d, alpha, a, bq, t->g, st))
 		return st->code;
 	CUDA_CHECK(st, cudaMemcpyAsync(g, t->g, (size_t)(nq * nb) * sizeof(float),
@@ -1203,7 +1249,22 @@ extern "C" int backend_cuda_test_gemm(int device, xj_precision p,
 	int rc;
 
 	memset(&t, 0, sizeof(t));
-	rc = test_gemm_run(device, p, q, nq, b, nb, d, alpha, g, &t, st);
+	rc = test_gemm_run(device, p, q, nq, b, nb, d, alpha, 0, g, &t, st);
+	test_bufs_free(&t);
+	return rc;
+}
+
+extern "C" int backend_cuda_test_gemm16(int device, const float *q,
+					int64_t nq, const float *b, int64_t nb,
+					int64_t d, float alpha, float *g,
+					xj_status *st)
+{
+	test_bufs t;
+	int rc;
+
+	memset(&t, 0, sizeof(t));
+	rc = test_gemm_run(device, XJ_PREC_FP16, q, nq, b, nb, d, alpha, 1, g,
+			   &t, st);
 	test_bufs_free(&t);
 	return rc;
 }

@@ -164,6 +164,33 @@ static void gemm_operands(const cuda_backend *c, xj_precision p, int64_t q0,
 	*ba = x + b0 * d;
 }
 
+/*
+ * The exponent e of the 16-bit tile's scale (canonical.cuh): with
+ * |alpha| 2^e P <= 2^15, P = (1 + acc)(1 + 2^-20) d (qmax (1 + 2^-11) +
+ * 2^-14)(bmax (1 + 2^-11) + 2^-14) for the largest |x_i| qmax and bmax
+ * the GEMM reads, |alpha' acc| stays below 2^15: by Cauchy-Schwarz |acc|
+ * <= (1 + acc)(Q + dq)(B + db) of metric.c's bound, and Q + dq <=
+ * sqrt(d) (qmax (1 + up) + eta) with fp16's up = 2^-11, eta = 2^-14. As
+ * qmax, bmax <= 65504, e lies in about [-40, 43]; the tile's unit 2^-e
+ * times any fp16 value other than 0 is then a normal float.
+ */
+static int tile16_exp(int m, int64_t d, float qmax, float bmax)
+{
+	double n = (double)d, u = 0x1p-24;
+	double acc = 6.0 * n * u / (1.0 - 6.0 * n * u);
+	double p = (xjc_is_sq(m) ? 2.0 : 1.0) * (1.0 + acc) *
+		   (1.0 + 0x1p-20) * n *
+		   ((double)qmax * (1.0 + 0x1p-11) + 0x1p-14) *
+		   ((double)bmax * (1.0 + 0x1p-11) + 0x1p-14);
+	int x;
+
+	if (!(acc >= 0 && acc < 1) || !(p < DBL_MAX))
+		return 0;   /* the bound is infinite: every column is kept
+			     * (an overflow gives +-inf, kept, never NaN) */
+	frexp(p, &x);              /* p < 2^x */
+	return 15 - x;
+}
+
 static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
 		   xj_status *st)
 {
@@ -181,7 +208,11 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 {
 	xj_precision p = cuda_tile_prec(c);
 	float alpha = xjc_is_sq(c->cfg.metric) ? -2.0f : -1.0f;
+	int t16 = p == XJ_PREC_FP16 && c->tune.tile16;
+	int e = t16 ? tile16_exp(c->cfg.metric, c->cfg.d, c->qmax16,
+				 c->bmax16) : 0;
 	const void *qa, *ba;
+	rowsel_args a;
 	int s, kt;
 
 	if (nb > c->tune.pass_cols || tq > c->prows)
@@ -192,11 +223,19 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 	gemm_operands(c, p, i0, j0, 0, &qa, &ba);
 	if (slot_take(c, &s, st) ||
 	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
-	    cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba, qa,
-			  c->gp[s], st) ||
-	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st) ||
-	    sel_run(c, pass_args(c, b, c->gp[s], nb, i0, j0, nb, p), tq, st) ||
-	    slot_done(c, s, st))
+	    (t16 ? cuda_gemm_run16(gemm_blas(c), nb, tq, c->cfg.d,
+				   ldexpf(alpha, e), ba, qa, c->gp[s], st) :
+		   cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba,
+				 qa, c->gp[s], st)) ||
+	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st))
+		return st->code;
+	a = pass_args(c, b, c->gp[s], nb, i0, j0, nb, p);
+	if (t16) {
+		a.g = NULL;
+		a.gh = (const __half *)c->gp[s];
+		a.gunit = ldexpf(1.0f, -e);
+	}
+	if (sel_run(c, a, tq, st) || slot_done(c, s, st))
 		return st->code;
 	return XJ_OK;
 }
@@ -265,11 +304,18 @@ extern "C" void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
 	}
 }
 
+extern "C" int backend_cuda_host_tile16_exp(xj_metric m, int64_t d,
+					   float qmax, float bmax)
+{
+	return tile16_exp((int)m, d, qmax, bmax);
+}
+
 extern "C" double backend_cuda_host_seed_gate(xj_metric m, int64_t d,
 					      float t, double qq, float qnorm,
-					      float bmax, xj_precision p)
+					      float bmax, xj_precision p,
+					      double gunit)
 {
-	return xjc_seed_gate((int)m, d, t, qq, qnorm, bmax, (int)p);
+	return xjc_seed_gate((int)m, d, t, qq, qnorm, bmax, (int)p, gunit);
 }
 
 /* Norms as prep_norms makes them. */
@@ -303,12 +349,23 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
 	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
 					  (size_t)(p->tq * k));
+	__half *gh = p->tile16 ? (__half *)malloc(sizeof(__half) *
+						   (size_t)(nq * nb + 1)) :
+				 NULL;
 	int rc = XJ_OK;
 
 	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !cand ||
-	    !tkey || !tidx) {
+	    !tkey || !tidx || (p->tile16 && !gh)) {
 		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
 		goto done;
+	}
+	for (int64_t e = 0; p->tile16 && e < nq * nb; e++) {
+		gh[e] = __float2half_rn(p->g[e]);
+		if (!(__half2float(gh[e]) == p->g[e]) || p->p != XJ_PREC_FP16) {
+			rc = xj_fail(st, XJ_EXIT_INTERNAL,
+				     "host pass: %a is no fp16 value", p->g[e]);
+			goto done;
+		}
 	}
 	/* poison what the kernel must write before it reads */
 	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * cap));
@@ -324,7 +381,9 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			rowsel_args a;
 
 			memset(&a, 0, sizeof(a));
-			a.g = p->g + i0 * nb + j0;
+			a.g = gh ? NULL : p->g + i0 * nb + j0;
+			a.gh = gh ? gh + i0 * nb + j0 : NULL;
+			a.gunit = gh ? ldexpf(1.0f, -p->e16) : 0.0f;
 			a.ldg = nb;
 			a.ncols = (int)MIN64(p->pass_cols, nb - j0);
 			a.j0 = j0;
@@ -372,5 +431,6 @@ done:
 	free(cand);
 	free(tkey);
 	free(tidx);
+	free(gh);
 	return rc;
 }

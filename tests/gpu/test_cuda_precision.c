@@ -79,21 +79,6 @@ static const variant variants[] = {
 };
 #define NVAR ((int)(sizeof(variants) / sizeof(variants[0])))
 
-/* fp16, round to nearest even, from its definition: 11 bits in the
- * normal range, steps of 2^-24 below 2^-14, infinity from 65520 up. */
-static float round_fp16(float x)
-{
-	float a = fabsf(x), r;
-
-	if (a < 0x1p-14f)
-		r = rintf(a * 0x1p24f) * 0x1p-24f;
-	else
-		r = round_bits(a, 10, R_NEAREST_EVEN);
-	if (r > 65504.0f)
-		r = INFINITY;
-	return copysignf(r, x);
-}
-
 static float vround(const variant *v, float x)
 {
 	float r;
@@ -480,12 +465,168 @@ static void test_bound_glove(void)
 	rows_free(&B);
 }
 
+/* ---- the 16-bit tile (XJ_CUDA_TILE16) ------------------------------------ */
+
+/* The largest |x_i| of n values (the backend's lowp_max_abs). */
+static float max_abs(const float *x, int64_t n)
+{
+	float m = 0.0f;
+
+	for (int64_t i = 0; i < n; i++)
+		m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+	return m;
+}
+
+typedef struct t16tally {
+	double worst[4];     /* largest error / bound per metric */
+	int64_t checks, bad, over;
+} t16tally;
+
+/* The scan's value of a 16-bit tile entry h (unit 2^-e) against the exact
+ * one, for metric mi, within backend_cuda_host_err_bound_tile16. */
+static void t16_check(t16tally *t, int mi, int64_t d, const rows *Q,
+		      int64_t i, const rows *B, int64_t j, float acc, int e,
+		      int mode, const exact *ex, const char *where)
+{
+	xj_metric m = metrics[mi];
+	float alpha = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ?
+		      -2.0f : -1.0f;
+	float y = ldexpf(alpha, e) * acc;
+	float g = round_out16(y, mode) * ldexpf(1.0f, -e);
+	double gunit = ldexp(1.0, -e), bound, a;
+	long double want;
+
+	t->over += !(fabsf(y) <= 0x1p15f);
+	if (m == XJ_METRIC_COSINE) {
+		bound = backend_cuda_host_err_bound_tile16(m, d, 1, 1, gunit);
+		a = 1.0 + (double)g;
+		want = ex->cosd;
+	} else if (m == XJ_METRIC_IP) {
+		bound = backend_cuda_host_err_bound_tile16(m, d, Q->fnorm[i],
+							   B->fnorm[j], gunit);
+		a = (double)g;
+		want = -ex->dot;
+	} else {
+		bound = backend_cuda_host_err_bound_tile16(m, d, Q->fnorm[i],
+							   B->fnorm[j], gunit);
+		a = Q->n2[i] + (double)(B->fn2[j] + g);
+		want = ex->sq;
+	}
+	t->checks++;
+	if (!((double)fabsl((long double)a - want) <= bound) && t->bad++ < 6)
+		printf("\n  tile16 %s %s: |approx - exact| = %.6g > bound %.6g",
+		       metric_names[mi], where,
+		       (double)fabsl((long double)a - want), bound);
+	if ((double)fabsl((long double)a - want) / bound > t->worst[mi])
+		t->worst[mi] = (double)fabsl((long double)a - want) / bound;
+}
+
+/* Every pair of Q x B: fp16 inputs as CUDA converts them (subnormals
+ * kept and flushed), three accumulations, three output roundings. */
+static void t16_rows(t16tally *t, const rows *Q, const rows *B,
+		     const char *where)
+{
+	int64_t d = Q->d;
+	float *rq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
+	float *rb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	float *hq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
+	float *hb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	exact *ex = exact_table(Q, B);
+	float one = 1.0f + 0x1p-20f;
+	int e16[4];
+
+	CU_ASSERT_FATAL(rq && rb && hq && hb && ex);
+	for (int mi = 0; mi < 4; mi++) {
+		int cos = metrics[mi] == XJ_METRIC_COSINE;
+
+		e16[mi] = backend_cuda_host_tile16_exp(metrics[mi], d,
+				cos ? one : max_abs(Q->x, Q->n * d),
+				cos ? one : max_abs(B->x, B->n * d));
+	}
+	for (int v = 4; v < NVAR; v++) {   /* fp16, fp16 flush-to-zero */
+		for (int64_t e = 0; e < Q->n * d; e++) {
+			rq[e] = vround(&variants[v], Q->x[e]);
+			hq[e] = vround(&variants[v], Q->hat[e]);
+		}
+		for (int64_t e = 0; e < B->n * d; e++) {
+			rb[e] = vround(&variants[v], B->x[e]);
+			hb[e] = vround(&variants[v], B->hat[e]);
+		}
+		for (int am = 0; am < NACC; am++)
+			for (int64_t i = 0; i < Q->n; i++)
+				for (int64_t j = 0; j < B->n; j++) {
+					float acc = dot_acc(rq + i * d,
+							    rb + j * d, d,
+							    (accmode)am);
+					float hacc = dot_acc(hq + i * d,
+							     hb + j * d, d,
+							     (accmode)am);
+
+					for (int o = 0; o < NOUT; o++)
+						for (int mi = 0; mi < 4; mi++)
+							t16_check(t, mi, d, Q, i, B, j,
+								  metrics[mi] == XJ_METRIC_COSINE ?
+								  hacc : acc, e16[mi], o,
+								  &ex[i * B->n + j], where);
+				}
+	}
+	free(rq);
+	free(rb);
+	free(hq);
+	free(hb);
+	free(ex);
+}
+
+/* Random rows of every d and scale fp16 holds, and GloVe rows: every
+ * value the scan forms from the 16-bit tile lies within the bound, no
+ * y passes 2^15, and the bound stays within 64x of the largest error on
+ * plain rows. */
+static void test_tile16_bound(void)
+{
+	t16tally all, plain;
+	rows Q, B;
+
+	memset(&all, 0, sizeof(all));
+	memset(&plain, 0, sizeof(plain));
+	for (int di = 0; di < NDIM; di++)
+		for (int si = 0; si < NSCALE; si++) {
+			int64_t d = dims[di];
+			char where[64];
+
+			rows_random(&Q, 12, d, si);
+			rows_random(&B, 16, d, si);
+			snprintf(where, sizeof(where), "d=%lld rows %g+%g N(0,1)",
+				 (long long)d, scales[si][0], scales[si][1]);
+			if (!fp16_falls_back(&Q, &B)) {
+				t16_rows(&all, &Q, &B, where);
+				if (d >= 16 && si == 0)
+					t16_rows(&plain, &Q, &B, where);
+			}
+			rows_free(&Q);
+			rows_free(&B);
+		}
+	rows_glove(&Q, 20, &B, 120);
+	t16_rows(&all, &Q, &B, "GloVe");
+	t16_rows(&plain, &Q, &B, "GloVe");
+	rows_free(&Q);
+	rows_free(&B);
+	printf("\n  16-bit tile: %lld checks; bound / largest error:",
+	       (long long)all.checks);
+	for (int mi = 0; mi < 4; mi++)
+		printf("  %s %.1f (plain rows %.1f)", metric_names[mi],
+		       1 / all.worst[mi], 1 / plain.worst[mi]);
+	CU_ASSERT_EQUAL(all.bad, 0);
+	CU_ASSERT_EQUAL(all.over, 0);
+	for (int mi = 0; mi < 4; mi++)
+		CU_ASSERT(plain.worst[mi] * 64 > 1);
+}
+
 /* ---- device suite --------------------------------------------------------- */
 
 /* The backend's GEMM on the device against the bound (ip on the raw
  * rows, cosine on the normalised ones). */
 static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
-			 const char *where)
+			 t16tally *t16, const char *where)
 {
 	int64_t d = Q->d, n = Q->n * B->n, bad = 0;
 	float *g = malloc(sizeof(float) * (size_t)(n + 1));
@@ -528,6 +669,54 @@ static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
 				t->pairs++;
 			}
 	}
+	/* the 16-bit tile (XJ_CUDA_TILE16): fp16 output scaled by 2^e */
+	if (!fp16_falls_back(Q, B)) {
+		float one = 1.0f + 0x1p-20f;
+		int ei = backend_cuda_host_tile16_exp(XJ_METRIC_IP, d,
+				max_abs(Q->x, Q->n * d), max_abs(B->x, B->n * d));
+		int ec = backend_cuda_host_tile16_exp(XJ_METRIC_COSINE, d, one,
+						      one);
+
+		memset(g, 0xff, sizeof(float) * (size_t)n);
+		memset(h, 0xff, sizeof(float) * (size_t)n);
+		xj_ok(&st);
+		if (backend_cuda_test_gemm16(gpu_device, Q->x, Q->n, B->x, B->n,
+					     d, ldexpf(-1.0f, ei), g, &st) ||
+		    backend_cuda_test_gemm16(gpu_device, Q->hat, Q->n, B->hat,
+					     B->n, d, ldexpf(-1.0f, ec), h,
+					     &st)) {
+			printf("\n  fp16 16-bit tile: %s", st.msg);
+			return bad + 1;
+		}
+		for (int64_t i = 0; i < Q->n; i++)
+			for (int64_t j = 0; j < B->n; j++) {
+				const exact *e = &ex[i * B->n + j];
+				double gi = (double)g[i * B->n + j] * ldexp(1, -ei);
+				double gc = 1.0 + (double)h[i * B->n + j] *
+						  ldexp(1, -ec);
+				double bi = backend_cuda_host_err_bound_tile16(
+					XJ_METRIC_IP, d, Q->fnorm[i], B->fnorm[j],
+					ldexp(1, -ei));
+				double bc = backend_cuda_host_err_bound_tile16(
+					XJ_METRIC_COSINE, d, 1, 1, ldexp(1, -ec));
+
+				t16->over += !(fabsf(g[i * B->n + j]) <= 0x1p15f) +
+					     !(fabsf(h[i * B->n + j]) <= 0x1p15f);
+				t16->checks += 2;
+				if (!((double)fabsl(gi + e->dot) <= bi) ||
+				    !((double)fabsl(gc - e->cosd) <= bc))
+					if (t16->bad++ < 6)
+						printf("\n  16-bit tile %s (%lld, %lld): ip %.6g (bound %.6g), cosine %.6g (%.6g)",
+						       where, (long long)i,
+						       (long long)j,
+						       (double)fabsl(gi + e->dot), bi,
+						       (double)fabsl(gc - e->cosd), bc);
+				if ((double)fabsl(gi + e->dot) / bi > t16->worst[3])
+					t16->worst[3] = (double)fabsl(gi + e->dot) / bi;
+				if ((double)fabsl(gc - e->cosd) / bc > t16->worst[2])
+					t16->worst[2] = (double)fabsl(gc - e->cosd) / bc;
+			}
+	}
 	free(g);
 	free(h);
 	free(ex);
@@ -540,8 +729,10 @@ static void test_device_gemm(void)
 	int64_t bad = 0;
 	rows Q, B;
 	tally t;
+	t16tally t16;
 
 	tally_init(&t);
+	memset(&t16, 0, sizeof(t16));
 	for (int di = 0; di < NDIM; di++)
 		for (int si = 0; si < NSCALE; si++) {
 			int64_t d = dims[di];
@@ -551,17 +742,21 @@ static void test_device_gemm(void)
 			rows_random(&B, nb, d, si);
 			snprintf(where, sizeof(where), "device d=%lld %g+%g",
 				 (long long)d, scales[si][0], scales[si][1]);
-			bad += gemm_case(&Q, &B, &t, where);
+			bad += gemm_case(&Q, &B, &t, &t16, where);
 			rows_free(&Q);
 			rows_free(&B);
 		}
 	rows_glove(&Q, 200, &B, 2000);
-	bad += gemm_case(&Q, &B, &t, "device GloVe");
+	bad += gemm_case(&Q, &B, &t, &t16, "device GloVe");
 	tally_print(&t, "device GEMM (ip, cosine columns)");
+	printf("\n  device 16-bit tile: %lld checks, bound / largest error: ip %.1f, cosine %.1f",
+	       (long long)t16.checks, 1 / t16.worst[3], 1 / t16.worst[2]);
 	rows_free(&Q);
 	rows_free(&B);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT_EQUAL(t.bad, 0);
+	CU_ASSERT_EQUAL(t16.bad, 0);
+	CU_ASSERT_EQUAL(t16.over, 0);
 }
 
 static int64_t topk_case(const char *what, const float *q, int64_t nq,
@@ -593,24 +788,31 @@ static int64_t topk_case(const char *what, const float *q, int64_t nq,
 				bad++;
 				continue;
 			}
-			for (size_t pi = 0; pi < 3; pi++)
+			/* pi = 3: fp16 with the 16-bit tile (XJ_CUDA_TILE16) */
+			for (size_t pi = 0; pi < 4; pi++)
 				for (size_t c = 0; c < 2; c++) {
 					int64_t qc = chunks[c][0] ? chunks[c][0] : nq;
 					int64_t bc = chunks[c][1] ? chunks[c][1] : nb;
+					int rc;
 
-					cfg.precision = precs[pi];
-					if (contract_topk(gpu_backend_create, &cfg,
-							  q, nq, b, nb, qc, bc, 0,
-							  gk, gi, NULL)) {
+					cfg.precision = precs[pi < 3 ? pi : 2];
+					if (pi == 3)
+						setenv("XJ_CUDA_TILE16", "1", 1);
+					rc = contract_topk(gpu_backend_create, &cfg,
+							   q, nq, b, nb, qc, bc, 0,
+							   gk, gi, NULL);
+					unsetenv("XJ_CUDA_TILE16");
+					if (rc) {
 						bad++;
 						continue;
 					}
 					for (int64_t e = 0; e < nq * cfg.k; e++)
 						if ((!same_f32(gk[e], rk[e]) ||
 						     gi[e] != ri[e]) && bad++ < 4)
-							printf("\n  %s %s %s k=%lld chunks %lldx%lld: entry %lld (%.9g, %lld) want (%.9g, %lld)",
+							printf("\n  %s %s %s%s k=%lld chunks %lldx%lld: entry %lld (%.9g, %lld) want (%.9g, %lld)",
 							       what, metric_names[mi],
-							       precision_name(precs[pi]),
+							       precision_name(cfg.precision),
+							       pi == 3 ? " 16-bit tile" : "",
 							       (long long)cfg.k,
 							       (long long)qc,
 							       (long long)bc,
@@ -681,6 +883,7 @@ static const unit_test host_tests[] = {
 	{ "fp16 range check", test_fp16_range },
 	{ "bound holds on random rows", test_bound_random },
 	{ "bound holds on GloVe rows", test_bound_glove },
+	{ "16-bit tile within its bound", test_tile16_bound },
 };
 
 static const unit_test device_tests[] = {

@@ -35,7 +35,7 @@
 #include "tests/unit/glove.h"
 #include "tests/unit/unit.h"
 
-enum { D_GAUSS, D_CLUSTER, D_OFFSET, D_GLOVE };
+enum { D_GAUSS, D_CLUSTER, D_OFFSET, D_SMALL, D_GLOVE };
 enum { T_NONE, T_TIGHT, T_LOOSE };
 
 typedef struct tcase {
@@ -48,6 +48,8 @@ typedef struct tcase {
 	int chunks;
 	int64_t tq, tb, pass;
 	int seed;
+	int t16;        /* 0: a float tile; 1 + O_*: the 16-bit tile
+			 * (XJ_CUDA_TILE16), its output so rounded */
 } tcase;
 
 /* ---- data ---------------------------------------------------------------- */
@@ -56,7 +58,8 @@ typedef struct tcase {
  * kind, or (self) the base's first nq rows. */
 static float *make_rows(int kind, int64_t n, int64_t d, const float *centres)
 {
-	float *x = gauss_rows(n, d, kind == D_OFFSET ? 100.0 : 0.0, 1.0);
+	float *x = gauss_rows(n, d, kind == D_OFFSET ? 100.0 : 0.0,
+			      kind == D_SMALL ? 1e-3 : 1.0);
 
 	if (!x || kind != D_CLUSTER)
 		return x;
@@ -80,9 +83,21 @@ static float gemm_input(xj_precision p, float x)
 	return backend_cuda_host_round(p, x);
 }
 
+/* The largest |x_i| of n values (the backend's lowp_max_abs). */
+static float max_abs(const float *x, int64_t n)
+{
+	float m = 0.0f;
+
+	for (int64_t i = 0; i < n; i++)
+		m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+	return m;
+}
+
 /* The tile values of queries Q against base rows B (as the backend
- * scans them before adding fn2): -2 q.b, -q.b or -qn.bn. */
-static float *tile_values(const tcase *tc, const rows *Q, const rows *B)
+ * scans them before adding fn2): -2 q.b, -q.b or -qn.bn; for the 16-bit
+ * tile, those times 2^e (e16) rounded to fp16 as tc->t16 says. */
+static float *tile_values(const tcase *tc, const rows *Q, const rows *B,
+			  int *e16)
 {
 	int64_t d = tc->d, cos = tc->m == XJ_METRIC_COSINE;
 	float *g = malloc(sizeof(float) * (size_t)(Q->n * B->n + 1));
@@ -91,8 +106,17 @@ static float *tile_values(const tcase *tc, const rows *Q, const rows *B)
 	float alpha = tc->m == XJ_METRIC_L2 || tc->m == XJ_METRIC_SQEUCLIDEAN ?
 		      -2.0f : -1.0f;
 
+	*e16 = 0;
 	if (!g || !qr || !br)
 		return NULL;
+	if (tc->t16) {
+		float one = 1.0f + 0x1p-20f;
+
+		*e16 = backend_cuda_host_tile16_exp(tc->m, d,
+				cos ? one : max_abs(Q->x, Q->n * d),
+				cos ? one : max_abs(B->x, B->n * d));
+		alpha = ldexpf(alpha, *e16);
+	}
 	for (int64_t e = 0; e < B->n * d; e++)
 		br[e] = gemm_input(tc->p, (cos ? B->hat : B->x)[e]);
 	for (int64_t i = 0; i < Q->n; i++) {
@@ -101,6 +125,9 @@ static float *tile_values(const tcase *tc, const rows *Q, const rows *B)
 		for (int64_t j = 0; j < B->n; j++)
 			g[i * B->n + j] = alpha * dot_acc(qr, br + j * d, d,
 							  tc->acc);
+		for (int64_t j = 0; tc->t16 && j < B->n; j++)
+			g[i * B->n + j] = round_out16(g[i * B->n + j],
+						      tc->t16 - 1);
 	}
 	free(qr);
 	free(br);
@@ -218,11 +245,12 @@ static void run_case(const tcase *tc, int whole, int warp)
 		int64_t b0 = nb * c / tc->chunks, b1 = nb * (c + 1) / tc->chunks;
 		rows Bc = B;
 		backend_cuda_host_pass p;
+		int e16;
 
 		Bc.n = b1 - b0;
 		Bc.x = B.x + b0 * d;
 		Bc.hat = B.hat + b0 * d;
-		g = tile_values(tc, &Q, &Bc);
+		g = tile_values(tc, &Q, &Bc, &e16);
 		CU_ASSERT_FATAL(g != NULL);
 		memset(&p, 0, sizeof(p));
 		p.metric = tc->m;
@@ -245,6 +273,8 @@ static void run_case(const tcase *tc, int whole, int warp)
 		p.seed = tc->seed;
 		p.whole = whole;
 		p.warp = warp;
+		p.tile16 = tc->t16 != 0;
+		p.e16 = e16;
 		xj_ok(&st);
 		CU_ASSERT_EQUAL_FATAL(backend_cuda_host_topk(&p, key, idx, count,
 							     gate, stats, &st),
@@ -303,25 +333,36 @@ static void run_case(const tcase *tc, int whole, int warp)
 
 static const tcase cases[] = {
 	/* name                 m    d    nq   nb    k  self thr      data      p     acc          ch tq  tb   pass seed */
-	{ "l2 seeded",          L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 1 },
-	{ "l2 unseeded",        L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 0 },
-	{ "sqeuclidean k=1",    SQ,  17, 120, 2500, 1,  0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 2, 50, 256, 768,  1 },
-	{ "ip k=100",           IP,  24, 100, 3000, 100, 0, T_NONE, D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1536, 1 },
-	{ "cosine k=10",        COS, 40, 100, 2600, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 33, 512, 2048, 1 },
-	{ "l2 k > sub-tile",    L2,  16, 60,  1200, 300, 0, T_NONE, D_GAUSS,   F32,  ACC_NEAREST, 3, 64, 256, 512,  1 },
-	{ "l2 self",            L2,  20, 200, 2000, 10, 1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1024, 1 },
-	{ "cosine self clustered", COS, 12, 200, 2000, 16, 1, T_NONE, D_CLUSTER, F32, ACC_NEAREST, 1, 64, 512, 1024, 1 },
-	{ "l2 clustered dups",  L2,  12, 150, 2400, 20, 0, T_NONE,  D_CLUSTER, F32,  ACC_NEAREST, 2, 64, 300, 900,  1 },
-	{ "sqeuclidean offset", SQ,  32, 100, 2000, 10, 0, T_NONE,  D_OFFSET,  F32,  ACC_NEAREST, 1, 64, 512, 1024, 1 },
-	{ "l2 tight threshold", L2,  32, 120, 2000, 10, 0, T_TIGHT, D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 1 },
-	{ "ip loose threshold", IP,  32, 120, 2000, 10, 0, T_LOOSE, D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1024, 1 },
-	{ "cosine threshold self", COS, 32, 150, 1500, 12, 1, T_TIGHT, D_GAUSS, F32, ACC_NEAREST, 1, 64, 512, 1024, 1 },
-	{ "l2 bf16 toward zero", L2, 32, 100, 2000, 10, 0, T_NONE,  D_GAUSS,   BF16, ACC_ZERO,    1, 64, 512, 1024, 1 },
-	{ "cosine bf16 blocks", COS, 48, 100, 2000, 10, 0, T_NONE,  D_GAUSS,   BF16, ACC_BLOCKS,  2, 64, 512, 1024, 1 },
-	{ "ip tf32 toward zero", IP, 32, 100, 2000, 50, 0, T_NONE,  D_GAUSS,   TF32, ACC_ZERO,    1, 64, 512, 1024, 1 },
-	{ "l2 fp16 self",       L2,  32, 150, 1500, 10, 1, T_NONE,  D_GAUSS,   FP16, ACC_BLOCKS,  1, 64, 512, 1024, 1 },
-	{ "l2 glove",           L2,  100, 100, 4000, 10, 0, T_NONE, D_GLOVE,   F32,  ACC_NEAREST, 2, 64, 1024, 2048, 1 },
-	{ "cosine glove bf16",  COS, 100, 100, 4000, 10, 0, T_NONE, D_GLOVE,   BF16, ACC_ZERO,    1, 64, 1024, 4096, 1 },
+	{ "l2 seeded",          L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "l2 unseeded",        L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 0, 0 },
+	{ "sqeuclidean k=1",    SQ,  17, 120, 2500, 1,  0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 2, 50, 256, 768,  1, 0 },
+	{ "ip k=100",           IP,  24, 100, 3000, 100, 0, T_NONE, D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1536, 1, 0 },
+	{ "cosine k=10",        COS, 40, 100, 2600, 10, 0, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 33, 512, 2048, 1, 0 },
+	{ "l2 k > sub-tile",    L2,  16, 60,  1200, 300, 0, T_NONE, D_GAUSS,   F32,  ACC_NEAREST, 3, 64, 256, 512,  1, 0 },
+	{ "l2 self",            L2,  20, 200, 2000, 10, 1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1024, 1, 0 },
+	{ "cosine self clustered", COS, 12, 200, 2000, 16, 1, T_NONE, D_CLUSTER, F32, ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "l2 clustered dups",  L2,  12, 150, 2400, 20, 0, T_NONE,  D_CLUSTER, F32,  ACC_NEAREST, 2, 64, 300, 900,  1, 0 },
+	{ "sqeuclidean offset", SQ,  32, 100, 2000, 10, 0, T_NONE,  D_OFFSET,  F32,  ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "l2 tight threshold", L2,  32, 120, 2000, 10, 0, T_TIGHT, D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "ip loose threshold", IP,  32, 120, 2000, 10, 0, T_LOOSE, D_GAUSS,   F32,  ACC_NEAREST, 2, 64, 512, 1024, 1, 0 },
+	{ "cosine threshold self", COS, 32, 150, 1500, 12, 1, T_TIGHT, D_GAUSS, F32, ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "l2 bf16 toward zero", L2, 32, 100, 2000, 10, 0, T_NONE,  D_GAUSS,   BF16, ACC_ZERO,    1, 64, 512, 1024, 1, 0 },
+	{ "cosine bf16 blocks", COS, 48, 100, 2000, 10, 0, T_NONE,  D_GAUSS,   BF16, ACC_BLOCKS,  2, 64, 512, 1024, 1, 0 },
+	{ "ip tf32 toward zero", IP, 32, 100, 2000, 50, 0, T_NONE,  D_GAUSS,   TF32, ACC_ZERO,    1, 64, 512, 1024, 1, 0 },
+	{ "l2 fp16 self",       L2,  32, 150, 1500, 10, 1, T_NONE,  D_GAUSS,   FP16, ACC_BLOCKS,  1, 64, 512, 1024, 1, 0 },
+	{ "l2 glove",           L2,  100, 100, 4000, 10, 0, T_NONE, D_GLOVE,   F32,  ACC_NEAREST, 2, 64, 1024, 2048, 1, 0 },
+	{ "cosine glove bf16",  COS, 100, 100, 4000, 10, 0, T_NONE, D_GLOVE,   BF16, ACC_ZERO,    1, 64, 1024, 4096, 1, 0 },
+	/* the 16-bit tile: scaled down (offset rows), up (small rows) */
+	{ "l2 fp16",            L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	{ "l2 fp16 tile16",     L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 512, 1024, 1, 1 + O_NEAREST },
+	{ "ip tile16 zero",     IP,  24, 100, 3000, 50, 0, T_NONE,  D_GAUSS,   FP16, ACC_ZERO,    2, 64, 512, 1536, 1, 1 + O_ZERO },
+	{ "cosine tile16 flush", COS, 40, 100, 2600, 10, 0, T_NONE, D_GAUSS,   FP16, ACC_BLOCKS,  1, 33, 512, 2048, 1, 1 + O_FLUSH },
+	{ "sqeuclidean offset tile16", SQ, 32, 100, 2000, 10, 0, T_NONE, D_OFFSET, FP16, ACC_NEAREST, 1, 64, 512, 1024, 1, 1 + O_NEAREST },
+	{ "l2 small tile16",    L2,  32, 100, 2000, 10, 0, T_NONE,  D_SMALL,   FP16, ACC_ZERO,    1, 64, 512, 1024, 1, 1 + O_FLUSH },
+	{ "l2 dups tile16",     L2,  12, 150, 2400, 20, 0, T_NONE,  D_CLUSTER, FP16, ACC_ZERO,    2, 64, 300, 900,  1, 1 + O_ZERO },
+	{ "l2 tight thr tile16", L2, 32, 120, 2000, 10, 0, T_TIGHT, D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 512, 1024, 1, 1 + O_FLUSH },
+	{ "l2 unseeded tile16", L2,  32, 150, 3000, 10, 0, T_NONE,  D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 512, 1024, 0, 1 + O_NEAREST },
+	{ "l2 glove tile16",    L2,  100, 100, 4000, 10, 0, T_NONE, D_GLOVE,   FP16, ACC_BLOCKS,  2, 64, 1024, 2048, 1, 1 + O_NEAREST },
 };
 
 static void test_cases(void)
@@ -354,14 +395,15 @@ static void test_seed_saves(void)
 	a.pass = b.pass = nb;
 	for (int v = 0; v < 2; v++) {
 		const tcase *tc = v ? &b : &a;
-		float *g = tile_values(tc, &Q, &B);
+		int e16;
+		float *g = tile_values(tc, &Q, &B, &e16);
 		float *key = malloc(sizeof(float) * (size_t)(nq * k));
 		int64_t *idx = malloc(sizeof(int64_t) * (size_t)(nq * k));
 		int64_t *count = malloc(sizeof(int64_t) * (size_t)nq);
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed, 0, 0 };
+					     nb, tc->seed, 0, 0, 0, 0 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
@@ -391,27 +433,30 @@ static void test_seed_saves(void)
 static void test_seed_gate_bound(void)
 {
 	const xj_metric ms[] = { L2, SQ, IP, COS };
-	const struct { xj_precision p; accmode a; } ps[] = {
-		{ F32, ACC_NEAREST }, { TF32, ACC_ZERO }, { BF16, ACC_ZERO },
-		{ FP16, ACC_BLOCKS } };
+	const struct { xj_precision p; accmode a; int t16; } ps[] = {
+		{ F32, ACC_NEAREST, 0 }, { TF32, ACC_ZERO, 0 },
+		{ BF16, ACC_ZERO, 0 }, { FP16, ACC_BLOCKS, 0 },
+		{ FP16, ACC_ZERO, 1 + O_ZERO } };
 	int64_t d = 24, nq = 40, nb = 600, checked = 0, wrong = 0;
 
 	for (size_t mi = 0; mi < UNIT_COUNT(ms); mi++)
 		for (size_t pi = 0; pi < UNIT_COUNT(ps); pi++)
-			for (int kind = D_GAUSS; kind <= D_OFFSET; kind++) {
+			for (int kind = D_GAUSS; kind <= D_SMALL; kind++) {
 				float *centres = gauss_rows(7, d, 0, 1);
 				tcase tc = { "seed", ms[mi], d, nq, nb, 7, 0,
 					     T_NONE, kind, ps[pi].p, ps[pi].a,
-					     1, 64, nb, nb, 1 };
+					     1, 64, nb, nb, 1, ps[pi].t16 };
 				rows Q, B;
 				float *g, *v = malloc(sizeof(float) * nb);
 				kv *all = malloc(sizeof(kv) * nb);
 				kv *top = malloc(sizeof(kv) * tc.k);
-				float bmax = 0;
+				float bmax = 0, unit;
+				int e16;
 
 				CU_ASSERT_FATAL(rows_make(&Q, make_rows(kind, nq, d, centres), nq, d) == 0);
 				CU_ASSERT_FATAL(rows_make(&B, make_rows(kind, nb, d, centres), nb, d) == 0);
-				g = tile_values(&tc, &Q, &B);
+				g = tile_values(&tc, &Q, &B, &e16);
+				unit = tc.t16 ? ldexpf(1.0f, -e16) : 1.0f;
 				for (int64_t j = 0; j < nb; j++)
 					bmax = fmaxf(bmax, B.fnorm[j]);
 				for (int64_t i = 0; i < nq; i++) {
@@ -419,8 +464,8 @@ static void test_seed_gate_bound(void)
 					double gs, need;
 
 					for (int64_t j = 0; j < nb; j++)
-						v[j] = sq ? B.fn2[j] + g[i * nb + j] :
-							    g[i * nb + j];
+						v[j] = sq ? B.fn2[j] + g[i * nb + j] * unit :
+							    g[i * nb + j] * unit;
 					for (int64_t j = 0; j < nb; j++) {
 						all[j].key = v[j];
 						all[j].idx = j;
@@ -429,7 +474,7 @@ static void test_seed_gate_bound(void)
 					gs = backend_cuda_host_seed_gate(
 						ms[mi], d, all[tc.k - 1].key,
 						Q.n2[i], Q.fnorm[i], bmax,
-						ps[pi].p);
+						ps[pi].p, tc.t16 ? unit : 0.0);
 					ref_row(&tc, &Q, &B, i, 0, all, top);
 					need = metric_gate_approx(ms[mi],
 								  top[tc.k - 1].key);

@@ -4,8 +4,9 @@
  * (metric_err_bound_prec on GPUs: tests/gpu/test_cuda_precision.c;
  * metric_err_bound_rows on CPUs: tests/unit/test_cpu_gemm.c).
  *
- * defines: f2u, u2f, rmode, round_bits, accmode, add_rz, double_rz,
- *          dot_acc, exact, exact_of, rows, rows_make, rows_free
+ * defines: f2u, u2f, rmode, round_bits, round_fp16, round_out16, accmode,
+ *          add_rz, double_rz, dot_acc, exact, exact_of, rows, rows_make,
+ *          rows_free
  */
 #ifndef XJ_TEST_GEMM_EMUL_H
 #define XJ_TEST_GEMM_EMUL_H
@@ -54,6 +55,43 @@ static inline float round_bits(float x, int bits, rmode mode)
 		break;
 	}
 	return u2f(u & ~mask);
+}
+
+/* fp16, round to nearest even, from its definition: 11 bits in the
+ * normal range, steps of 2^-24 below 2^-14, infinity from 65520 up. */
+static inline float round_fp16(float x)
+{
+	float a = fabsf(x), r;
+
+	if (a < 0x1p-14f)
+		r = rintf(a * 0x1p24f) * 0x1p-24f;
+	else
+		r = round_bits(a, 10, R_NEAREST_EVEN);
+	if (r > 65504.0f)
+		r = INFINITY;
+	return copysignf(r, x);
+}
+
+/* The 16-bit tile's output (XJ_CUDA_TILE16): the GEMM's float y =
+ * alpha 2^e acc to fp16 to nearest even, toward zero, or to nearest with
+ * subnormals flushed (|y| <= 2^15 there). */
+enum { O_NEAREST, O_ZERO, O_FLUSH, NOUT };
+
+static inline float round_out16(float y, int mode)
+{
+	float a = fabsf(y), r;
+
+	switch (mode) {
+	case O_ZERO:
+		r = a < 0x1p-14f ? truncf(a * 0x1p24f) * 0x1p-24f :
+				   round_bits(a, 10, R_ZERO);
+		return copysignf(r, y);
+	case O_FLUSH:
+		r = round_fp16(y);
+		return fabsf(r) < 0x1p-14f ? copysignf(0.0f, y) : r;
+	default:
+		return round_fp16(y);
+	}
 }
 
 /* in order to nearest, in order toward zero, blocks of 16 truncated */
