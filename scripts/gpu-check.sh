@@ -38,7 +38,8 @@
 #     the backend's own bytes and the GPU's free memory by gpu_budget): many
 #     chunks, same bits; the dry run evaluates that formula for an H100 and
 #     an H200
-#   - topk with --precision tf32, bf16 and fp16: the same bits as the CPU
+#   - topk with --precision tf32, bf16 and fp16 (fp16 also with the 16-bit
+#     tile, XJ_CUDA_TILE16=1): the same bits as the CPU
 #   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
 #     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
 #     cannot run on a one-GPU machine)
@@ -423,14 +424,17 @@ fi
 
 # --- 4. lower-precision candidate GEMMs: still the CPU's bits -------------------
 precisions="tf32 bf16 fp16"
+# (fp16-t16: fp16 with the 16-bit tile, XJ_CUDA_TILE16=1)
 want 4 &&
-for p in $precisions; do
+for p in $precisions fp16-t16; do
+	t16=0
+	case $p in *-t16) t16=1 ;; esac
 	for m in $metrics; do
-		check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
-			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "$p"
+		XJ_CUDA_TILE16=$t16 check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
+			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "${p%-t16}"
 	done
-	check "topk demo l2 k=100 --precision $p" "topk-demo-l2-100" \
-		topk -q "$demo" -b "$demo" -k 100 -m l2 -- --device gpu --precision "$p"
+	XJ_CUDA_TILE16=$t16 check "topk demo l2 k=100 --precision $p" "topk-demo-l2-100" \
+		topk -q "$demo" -b "$demo" -k 100 -m l2 -- --device gpu --precision "${p%-t16}"
 done
 
 # --- 5. two ranks sharing one GPU ----------------------------------------------------

@@ -11,13 +11,15 @@
 #   about 6.5 on an H100; a start costs a minute or more of the 15, so one
 #   call leaves the most for the measurements):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
-#   2. gpu_ab.sh --passes, 50,000 x 1M: the pass shape's study (query
-#      rows a pass, rowsel's blocks an SM) in fp32, bf16, auto, k = 1000,
-#      the scan alone, the self-join, range joins on GPU and CPU (150 s
-#      at most; 90 s on an H100 before the warp and scan runs)
+#   2. gpu_ab.sh --passes, 50,000 x 1M: the selection's study (rowsel
+#      by block and by warp, fp16's 16-bit tile XJ_CUDA_TILE16) in fp32,
+#      bf16, fp16, auto, k = 1000, the scan alone, the self-join, range
+#      joins on GPU and CPU (150 s at most; 90 s on an H100 before the
+#      warp and scan runs)
 #                                               OUT/gpu-ab.log
-#   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32 and auto, the SGEMM
-#      alone and PyTorch (140 s at most; 94 s)  OUT/gpu-bench.log
+#   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto and fp16 with
+#      the 16-bit tile, the SGEMM alone and PyTorch (150 s at most; 94 s
+#      without fp16)                            OUT/gpu-bench.log
 #   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
 #      4, 5, 6; 7), each with its own work folder (190 s at most; 122 s)
 #                                               OUT/gpu-check.log (all
@@ -106,7 +108,8 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 
 if [ $part = one ]; then
 	ab 150 --passes
-	bench 140 --peers "sgemm torch" --tool-timeout 40
+	bench 150 --peers "sgemm torch" --tool-timeout 40 \
+		--precisions "fp32 auto fp16-t16"
 	step "gpu-check.sh, four instances"
 	i=0
 	for sec in 1 2,3 4,5,6 7; do

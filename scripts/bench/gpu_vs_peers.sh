@@ -12,7 +12,8 @@
 #   --size Q      rows of each set (e.g. 100000 for a smoke run)
 #   --precisions  xjoin's --precision values, each run and listed as
 #                 xjoin-P (default "fp32 auto": the float32 candidate GEMM,
-#                 and the default, what the card runs fastest)
+#                 and the default, what the card runs fastest); P-t16
+#                 runs P with XJ_CUDA_TILE16=1 (fp16-t16: the 16-bit tile)
 #   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
 #                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
@@ -104,7 +105,9 @@ timed() {	# NAME CMD...: run, record wall seconds
 # xjoin: end to end; its compute phase from --report-json
 for p in $precisions; do
 	name=xjoin-$p
-	if timed "$name" "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
+	t16=0
+	case $p in *-t16) t16=1; p=${p%-t16} ;; esac
+	if timed "$name" env XJ_CUDA_TILE16=$t16 "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
 		--device gpu --precision "$p" -o "$work/$name.h5" --force --quiet \
 		--report-json "$work/$name.json"; then
 		compute[$name]=$("${py:-python3}" -c 'import json,sys
