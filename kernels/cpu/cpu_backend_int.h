@@ -268,13 +268,17 @@ typedef struct cpu_side {
 	int64_t q0, cand0, step;
 	float nmax, emax;
 } cpu_side;
-/* Scan a self-join's pair tile g (na x nb: the scaled dot products of
+/* Scan a self-join's pair tile g (na x nb: the scaled dot products G of
  * side a's rows with side bs's) for both sides in one pass: row r is
- * query a->q0 + r against bs's candidates with values g[r][k] + cb[k],
- * column k query bs->q0 + k against a's with values g[r][k] + ca[r] (ca,
- * cb NULL: no constant). Returns 0, scanning nothing, when one of those
- * queries has no gate yet (cpu_scan_row_side seeds it). */
+ * query a->q0 + r against bs's candidates with values G[r][k] + cb[k],
+ * column k query bs->q0 + k against a's with values G[r][k] + ca[r] (ca,
+ * cb NULL: no constant). With sa, sb (int8's row scales of the two
+ * sides) g holds the GEMM's unscaled sums (cpu_gemm_tile_sums) and G =
+ * g[r][k] * (sb[k] * (alpha sa[r])), scaled as it is read; sa, sb NULL:
+ * g is G. Returns 0, scanning nothing, when one of those queries has no
+ * gate yet (cpu_scan_row_side seeds it). */
 int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
+		   const float *sa, const float *sb, float alpha,
 		   const cpu_side *a, int64_t na, const cpu_side *bs,
 		   int64_t nb, const float *ca, const float *cb,
 		   const xj_rows *b);

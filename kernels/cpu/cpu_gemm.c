@@ -565,10 +565,11 @@ static int exec_serial(dnnl_primitive_t prim, dnnl_stream_t stream,
 	return !ok;
 }
 
-int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
-		  const cpu_gemm_rows *ar, int64_t i0, const float *bf,
-		  const cpu_gemm_rows *br, int64_t j0, int64_t tq, int64_t nb,
-		  const float *crow, float *out, xj_status *st)
+static int gemm_tile(cpu_gemm *g, int thread, const float *af,
+		     const cpu_gemm_rows *ar, int64_t i0, const float *bf,
+		     const cpu_gemm_rows *br, int64_t j0, int64_t tq,
+		     int64_t nb, const float *crow, float *out, int scale,
+		     xj_status *st)
 {
 	gemm_slot *sl = &g->slot[thread];
 	gemm_shape *s = shape_get(g, sl, tq, nb);
@@ -601,10 +602,45 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "cpu gemm: oneDNN matmul failed (%s)",
 			       precision_name(g->p));
-	if (int8)
+	if (int8 && scale)
 		int8_scale(ar->scale + i0, br->scale + j0, g->alpha, tq, nb,
 			   g->has_crow ? crow : NULL, out);
 	return XJ_OK;
+}
+
+int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
+		  const cpu_gemm_rows *ar, int64_t i0, const float *bf,
+		  const cpu_gemm_rows *br, int64_t j0, int64_t tq, int64_t nb,
+		  const float *crow, float *out, xj_status *st)
+{
+	return gemm_tile(g, thread, af, ar, i0, bf, br, j0, tq, nb, crow, out,
+			 1, st);
+}
+
+int cpu_gemm_tile_sums(cpu_gemm *g, int thread, const cpu_gemm_rows *ar,
+		       int64_t i0, const cpu_gemm_rows *br, int64_t j0,
+		       int64_t tq, int64_t nb, float *out, xj_status *st)
+{
+	if (g->p != XJ_PREC_INT8 || g->has_crow)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "cpu gemm: sums of a %s GEMM%s",
+			       precision_name(g->p),
+			       g->has_crow ? " with a row added" : "");
+	return gemm_tile(g, thread, NULL, ar, i0, NULL, br, j0, tq, nb, NULL,
+			 out, 0, st);
+}
+
+void cpu_gemm_scale(const cpu_gemm *g, const cpu_gemm_rows *ar, int64_t i0,
+		    const cpu_gemm_rows *br, int64_t j0, int64_t tq,
+		    int64_t nb, float *out)
+{
+	int8_scale(ar->scale + i0, br->scale + j0, g->alpha, tq, nb, NULL,
+		   out);
+}
+
+float cpu_gemm_alpha(const cpu_gemm *g)
+{
+	return g->alpha;
 }
 
 #else /* no oneDNN: cpu_gemm_resolve gives fp32, the caller uses BLAS */
@@ -642,6 +678,30 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 	(void)br; (void)j0; (void)tq; (void)nb; (void)crow; (void)out;
 	return xj_fail(st, XJ_EXIT_INTERNAL,
 		       "cpu gemm: built without oneDNN");
+}
+
+int cpu_gemm_tile_sums(cpu_gemm *g, int thread, const cpu_gemm_rows *ar,
+		       int64_t i0, const cpu_gemm_rows *br, int64_t j0,
+		       int64_t tq, int64_t nb, float *out, xj_status *st)
+{
+	(void)g; (void)thread; (void)ar; (void)i0; (void)br; (void)j0;
+	(void)tq; (void)nb; (void)out;
+	return xj_fail(st, XJ_EXIT_INTERNAL,
+		       "cpu gemm: built without oneDNN");
+}
+
+void cpu_gemm_scale(const cpu_gemm *g, const cpu_gemm_rows *ar, int64_t i0,
+		    const cpu_gemm_rows *br, int64_t j0, int64_t tq,
+		    int64_t nb, float *out)
+{
+	(void)g; (void)ar; (void)i0; (void)br; (void)j0; (void)tq; (void)nb;
+	(void)out;
+}
+
+float cpu_gemm_alpha(const cpu_gemm *g)
+{
+	(void)g;
+	return 0.0f;
 }
 
 #endif

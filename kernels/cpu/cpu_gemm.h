@@ -4,7 +4,8 @@
  *
  * defines: cpu_gemm, cpu_gemm_rows, cpu_gemm_caps, cpu_gemm_caps_get,
  *          cpu_gemm_resolve, cpu_gemm_create, cpu_gemm_free,
- *          cpu_gemm_tile, cpu_gemm_rows_reserve, cpu_gemm_rows_free,
+ *          cpu_gemm_tile, cpu_gemm_tile_sums, cpu_gemm_scale,
+ *          cpu_gemm_alpha, cpu_gemm_rows_reserve, cpu_gemm_rows_free,
  *          cpu_gemm_pack, cpu_gemm_round_bf16, cpu_gemm_impl,
  *          CPU_GEMM_INT8_MAX_D
  *
@@ -111,5 +112,20 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 		  const cpu_gemm_rows *ar, int64_t i0, const float *bf,
 		  const cpu_gemm_rows *br, int64_t j0, int64_t tq, int64_t nb,
 		  const float *crow, float *out, xj_status *st);
+
+/*
+ * int8 without crow, left for the caller to scale: out[r][j] = the exact
+ * int32 sum r(a).r(b) / (s_a s_b) written as a float, and G[r][j] =
+ * out[r][j] * (s_b[j] * (alpha s_a[r])) in float, the product
+ * cpu_gemm_tile computes (cpu_gemm_scale does it in place; a caller that
+ * reads the tile once may fold it into that pass, the same bits).
+ */
+int cpu_gemm_tile_sums(cpu_gemm *g, int thread, const cpu_gemm_rows *ar,
+		       int64_t i0, const cpu_gemm_rows *br, int64_t j0,
+		       int64_t tq, int64_t nb, float *out, xj_status *st);
+void cpu_gemm_scale(const cpu_gemm *g, const cpu_gemm_rows *ar, int64_t i0,
+		    const cpu_gemm_rows *br, int64_t j0, int64_t tq,
+		    int64_t nb, float *out);
+float cpu_gemm_alpha(const cpu_gemm *g);
 
 #endif

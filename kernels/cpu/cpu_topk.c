@@ -811,22 +811,34 @@ void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 }
 
 /*
+ * A pair tile's value at row r, column j from what the GEMM wrote, s[j]
+ * and ar = alpha s_a[r]: int8's sums times s_b[j] (alpha s_a[r]), the
+ * product cpu_gemm_tile would have stored (cpu_gemm.h), folded into the
+ * scan's one read of the tile; a tile already scaled has s = ones and
+ * ar = 1, exact.
+ */
+#define PAIR_G(g, s, ar, j) ((g)[j] * ((s)[j] * (ar)))
+
+/*
  * First block start j >= from of a pair tile's row holding an element
- * that passes either side: g[j] + cb[j] <= t (the row's query) or g[j] +
+ * that passes either side: G[j] + cb[j] <= t (the row's query) or G[j] +
  * ca <= tc[j] (column j's query). As scan_block.
  */
 XJ_CLONES
-static int64_t pair_block(const float *g, const float *cb, float ca, float t,
-			  const float *tc, int64_t from, int64_t n)
+static int64_t pair_block(const float *g, const float *s, float ar,
+			  const float *cb, float ca, float t, const float *tc,
+			  int64_t from, int64_t n)
 {
 	int64_t j = from;
 
 	for (; j + SCAN_W <= n; j += SCAN_W) {
 		int any = 0;
 
-		for (int w = 0; w < SCAN_W; w++)
-			any |= (g[j + w] + cb[j + w] <= t) |
-			       (g[j + w] + ca <= tc[j + w]);
+		for (int w = 0; w < SCAN_W; w++) {
+			float v = PAIR_G(g, s, ar, j + w);
+
+			any |= (v + cb[j + w] <= t) | (v + ca <= tc[j + w]);
+		}
 		if (any)
 			return j;
 	}
@@ -835,14 +847,16 @@ static int64_t pair_block(const float *g, const float *cb, float ca, float t,
 
 /* Bit w set when element w of a pair tile's block passes either side. */
 XJ_CLONES
-static uint32_t pair_hits(const float *g, const float *cb, float ca, float t,
-			  const float *tc)
+static uint32_t pair_hits(const float *g, const float *s, float ar,
+			  const float *cb, float ca, float t, const float *tc)
 {
 	uint32_t hits = 0;
 
-	for (int w = 0; w < SCAN_W; w++)
-		hits |= (uint32_t)((g[w] + cb[w] <= t) | (g[w] + ca <= tc[w]))
-			<< w;
+	for (int w = 0; w < SCAN_W; w++) {
+		float v = PAIR_G(g, s, ar, w);
+
+		hits |= (uint32_t)((v + cb[w] <= t) | (v + ca <= tc[w])) << w;
+	}
 	return hits;
 }
 
@@ -854,6 +868,7 @@ typedef struct pair_cols {
 } pair_cols;
 
 int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
+		   const float *sa, const float *sb, float alpha,
 		   const cpu_side *a, int64_t na, const cpu_side *bs,
 		   int64_t nb, const float *ca, const float *cb,
 		   const xj_rows *b)
@@ -875,10 +890,12 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 	}
 	if (!cb)
 		cb = zero;
+	if (!sb)
+		sb = c->ones;
 	for (int64_t r = 0; r < na; r++) {
 		int64_t i = a->q0 + r;
 		const float *gr = g + r * nb;
-		float cr = ca ? ca[r] : 0.0f;
+		float cr = ca ? ca[r] : 0.0f, ar = sa ? alpha * sa[r] : 1.0f;
 		double err = cpu_side_err(c, i, bs->nmax, bs->emax);
 		double roff = row_offset(c, i);
 		float thr = row_threshold(c, i, err);
@@ -886,10 +903,10 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		for (int64_t j = 0; j < nb; j += SCAN_W) {
 			uint32_t hits;
 
-			j = pair_block(gr, cb, cr, thr, pc.thr, j, nb);
+			j = pair_block(gr, sb, ar, cb, cr, thr, pc.thr, j, nb);
 			if (j + SCAN_W <= nb)
-				hits = pair_hits(gr + j, cb + j, cr, thr,
-						 pc.thr + j);
+				hits = pair_hits(gr + j, sb + j, ar, cb + j, cr,
+						 thr, pc.thr + j);
 			else    /* the tail: every element */
 				hits = j < nb ? (uint32_t)((1ull << (nb - j)) - 1)
 					      : 0;
@@ -898,7 +915,8 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 			for (; hits; hits &= hits - 1) {
 				int64_t w = j + __builtin_ctz(hits);
 				int64_t q = bs->q0 + w;
-				float vr = gr[w] + cb[w], vc = gr[w] + cr;
+				float v = PAIR_G(gr, sb, ar, w);
+				float vr = v + cb[w], vc = v + cr;
 
 				if (vr <= thr &&
 				    query_push(c, t, i, bs->cand0 + bs->step * w,
