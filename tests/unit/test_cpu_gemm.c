@@ -444,6 +444,79 @@ static void test_bound_onednn(void)
 	check_sets(1);
 }
 
+/*
+ * int8 without a row added (a self-join's pair tiles): the unscaled sums
+ * of cpu_gemm_tile_sums, scaled in place by cpu_gemm_scale or as the
+ * scan reads them (out * (s_b * (alpha s_a)), cpu_topk.c's PAIR_G), are
+ * cpu_gemm_tile's bits, for every kind of row and alpha.
+ */
+static void test_int8_sums(void)
+{
+	static const int64_t dims[] = { 1, 16, 100, 2000 };
+	int64_t checked = 0, bad = 0;
+
+	if (!runs_here(XJ_PREC_INT8, 16)) {
+		printf("\n  no int8 here: skipped");
+		return;
+	}
+	for (int k = 0; k < NKIND; k++)
+		for (size_t di = 0; di < UNIT_COUNT(dims); di++)
+			for (int ai = 0; ai < 2; ai++) {
+				int64_t d = dims[di], nq = 12, nb = 40, n = nq * nb;
+				float alpha = ai ? -1.0f : -2.0f;
+				float *q = adv_rows(nq, d, k, 0);
+				float *b = adv_rows(nb, d, k, 1);
+				float *want = malloc(sizeof(float) * (size_t)n);
+				float *sums = malloc(sizeof(float) * (size_t)n);
+				float *got = malloc(sizeof(float) * (size_t)n);
+				cpu_gemm_rows rq = { 0 }, rb = { 0 };
+				cpu_gemm *g = NULL;
+				xj_status st;
+
+				CU_ASSERT_FATAL(q && b && want && sums && got);
+				CU_ASSERT_FATAL(!cpu_gemm_rows_reserve(&rq, XJ_PREC_INT8, nq, d) &&
+						!cpu_gemm_rows_reserve(&rb, XJ_PREC_INT8, nb, d));
+				cpu_gemm_pack(XJ_PREC_INT8, q, nq, d, &rq, 1);
+				cpu_gemm_pack(XJ_PREC_INT8, b, nb, d, &rb, 1);
+				xj_ok(&st);
+				CU_ASSERT_FATAL(cpu_gemm_create(XJ_PREC_INT8, d, alpha, 0,
+								1, &g, &st) == XJ_OK);
+				for (int64_t e = 0; e < n; e++)
+					want[e] = sums[e] = NAN;
+				CU_ASSERT_FATAL(cpu_gemm_tile(g, 0, NULL, &rq, 0, NULL,
+							      &rb, 0, nq, nb, NULL,
+							      want, &st) == XJ_OK);
+				CU_ASSERT_FATAL(cpu_gemm_tile_sums(g, 0, &rq, 0, &rb, 0,
+								   nq, nb, sums,
+								   &st) == XJ_OK);
+				CU_ASSERT_EQUAL(cpu_gemm_alpha(g), alpha);
+				memcpy(got, sums, sizeof(float) * (size_t)n);
+				cpu_gemm_scale(g, &rq, 0, &rb, 0, nq, nb, got);
+				for (int64_t i = 0; i < nq; i++)
+					for (int64_t j = 0; j < nb; j++) {
+						int64_t e = i * nb + j;
+						float ar = alpha * rq.scale[i];
+						float v = sums[e] * (rb.scale[j] * ar);
+
+						checked++;
+						bad += !same_f32(got[e], want[e]) ||
+						       !same_f32(v, want[e]);
+					}
+				cpu_gemm_free(g);
+				cpu_gemm_rows_free(&rq);
+				cpu_gemm_rows_free(&rb);
+				free(q);
+				free(b);
+				free(want);
+				free(sums);
+				free(got);
+			}
+	printf("\n  %lld values, %lld differ", (long long)checked,
+	       (long long)bad);
+	CU_ASSERT(checked > 0);
+	CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* ---- top-k: the bits of fp32 ---------------------------------------- */
 
 static xj_precision want_prec;
@@ -575,6 +648,7 @@ int main(void)
 		{ "bound vs emulated GEMMs, adversarial and GloVe rows",
 		  test_bound_emulated },
 		{ "bound vs oneDNN's tiles", test_bound_onednn },
+		{ "int8 sums scaled later: the tile's bits", test_int8_sums },
 		{ "top-k in bf16 and int8: the bits of fp32", test_topk_bits },
 	};
 
