@@ -251,13 +251,11 @@ int cpu_range_end(xj_backend *be, int64_t *count, xj_status *st);
 int cpu_range_take(xj_backend *be, int64_t *idx, float *val,
 		   xj_status *st);
 void cpu_range_free(cpu_backend *c);
-/* for cpu_topk_sym.c (cpu_topk.c): scan row i of a tile (columns j0 ..
- * j0 + nb of the chunk, inside one TB sub-tile), prune, rescore and merge;
- * a thread's query tile against the chunk rows [jb, je); the rescoring of
- * a tile's survivors once the chunk is done; query rows per tile */
+/* for cpu_topk_sym.c (cpu_topk.c): prune; a thread's query tile against
+ * the chunk rows [jb, je) (scanned, pruned, rescored and merged); the
+ * rescoring of a tile's survivors once the chunk is done; query rows per
+ * tile */
 #define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
-void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		  int64_t j0, int64_t nb, const xj_rows *b);
 void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
 /* One side of a self-join's pair tile: its rows are the queries q0 + r
  * and, for the other side's queries, the candidates cand0 + step r

@@ -621,11 +621,10 @@ int cpu_gemm_tile_sums(cpu_gemm *g, int thread, const cpu_gemm_rows *ar,
 		       int64_t i0, const cpu_gemm_rows *br, int64_t j0,
 		       int64_t tq, int64_t nb, float *out, xj_status *st)
 {
-	if (g->p != XJ_PREC_INT8 || g->has_crow)
+	if (g->p != XJ_PREC_INT8)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "cpu gemm: sums of a %s GEMM%s",
-			       precision_name(g->p),
-			       g->has_crow ? " with a row added" : "");
+			       "cpu gemm: sums of a %s GEMM",
+			       precision_name(g->p));
 	return gemm_tile(g, thread, NULL, ar, i0, NULL, br, j0, tq, nb, NULL,
 			 out, 0, st);
 }

@@ -114,11 +114,12 @@ int cpu_gemm_tile(cpu_gemm *g, int thread, const float *af,
 		  const float *crow, float *out, xj_status *st);
 
 /*
- * int8 without crow, left for the caller to scale: out[r][j] = the exact
- * int32 sum r(a).r(b) / (s_a s_b) written as a float, and G[r][j] =
- * out[r][j] * (s_b[j] * (alpha s_a[r])) in float, the product
- * cpu_gemm_tile computes (cpu_gemm_scale does it in place; a caller that
- * reads the tile once may fold it into that pass, the same bits).
+ * int8 left for the caller to scale: out[r][j] = the exact int32 sum
+ * r(a).r(b) / (s_a s_b) written as a float, and G[r][j] = crow[j] +
+ * out[r][j] * (s_b[j] * (alpha s_a[r])) in float (no crow: the product
+ * alone), what cpu_gemm_tile computes (cpu_gemm_scale does it in place
+ * without crow; a caller that reads the tile once may fold it into that
+ * pass, the same bits).
  */
 int cpu_gemm_tile_sums(cpu_gemm *g, int thread, const cpu_gemm_rows *ar,
 		       int64_t i0, const cpu_gemm_rows *br, int64_t j0,

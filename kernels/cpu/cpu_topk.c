@@ -693,6 +693,51 @@ uint32_t cpu_scan_hits(const float *g, float t)
 	return hits;
 }
 
+/*
+ * int8's tile from its unscaled sums, as read (cpu_gemm_tile_sums): G[j]
+ * = crow[j] + g[j] * (s[j] * ar), ar = alpha s_a of the row, the float
+ * operations int8_scale would have stored (crow NULL: the product).
+ */
+#define SUMS_G(g, crow, s, ar, j)					\
+	((crow) ? (crow)[j] + (g)[j] * ((s)[j] * (ar)) : (g)[j] * ((s)[j] * (ar)))
+
+/* cpu_scan_block on such sums. */
+XJ_CLONES
+static int64_t sums_block(const float *g, const float *crow, const float *s,
+			  float ar, float t, int64_t from, int64_t n)
+{
+	int64_t j = from;
+
+	for (; j + SCAN_W <= n; j += SCAN_W) {
+		int any = 0;
+
+		for (int w = 0; w < SCAN_W; w++)
+			any |= SUMS_G(g, crow, s, ar, j + w) <= t;
+		if (any)
+			return j;
+	}
+	return j;
+}
+
+/* cpu_scan_hits on such sums (block at j). */
+XJ_CLONES
+static uint32_t sums_hits(const float *g, const float *crow, const float *s,
+			  float ar, float t, int64_t j)
+{
+	uint32_t hits = 0;
+
+	for (int w = 0; w < SCAN_W; w++)
+		hits |= (uint32_t)(SUMS_G(g, crow, s, ar, j + w) <= t) << w;
+	return hits;
+}
+
+/* The int8 sums of a tile row: their scales (cpu_tile_cols), or s NULL
+ * when the row holds G itself. */
+typedef struct row_sums {
+	const float *crow, *s;
+	float ar;
+} row_sums;
+
 /* Scan threshold T_i of query i against a sub-tile whose largest base
  * norm is bmax (see the file comment). */
 static float row_threshold(const cpu_backend *c, int64_t i, double err)
@@ -760,14 +805,23 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 
 /* Scan row i of the tile g: its nb values are the candidates j0 + step
  * w, with error bound err. */
+/* Scan row i of the tile g: its nb values are the candidates j0 + step
+ * w, with error bound err; with rs->s, g holds int8's sums (SUMS_G). */
 static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		     int64_t j0, int64_t step, int64_t nb, double err,
-		     const xj_rows *b)
+		     const row_sums *rs, const xj_rows *b)
 {
 	double off = row_offset(c, i);
-	float thr;
+	const float *crow = rs ? rs->crow : NULL, *s = rs ? rs->s : NULL;
+	float ar = rs ? rs->ar : 1.0f, thr;
 	int64_t j = 0;
 
+	if (s && c->gate[i] == INFINITY) {
+		/* seeding reads the values themselves */
+		for (int64_t e = 0; e < nb; e++)
+			g[e] = SUMS_G(g, crow, s, ar, e);
+		s = NULL;
+	}
 	if (c->gate[i] == INFINITY)
 		seed_row(c, t, i, g, j0, step, nb, err, b);
 	thr = row_threshold(c, i, err);
@@ -776,38 +830,36 @@ static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		 * lowers thr, so set bits are tested again, clear ones never */
 		uint32_t hits;
 
-		j = cpu_scan_block(g, thr, j, nb);
+		j = s ? sums_block(g, crow, s, ar, thr, j, nb) :
+			cpu_scan_block(g, thr, j, nb);
 		if (j + SCAN_W > nb)
 			break;
-		for (hits = cpu_scan_hits(g + j, thr); hits; hits &= hits - 1) {
+		hits = s ? sums_hits(g, crow, s, ar, thr, j) :
+			   cpu_scan_hits(g + j, thr);
+		for (; hits; hits &= hits - 1) {
 			int64_t w = j + __builtin_ctz(hits);
+			float v = s ? SUMS_G(g, crow, s, ar, w) : g[w];
 
-			if (g[w] <= thr &&
-			    query_push(c, t, i, j0 + step * w, g[w], off, err,
-				       b))
+			if (v <= thr &&
+			    query_push(c, t, i, j0 + step * w, v, off, err, b))
 				thr = row_threshold(c, i, err);
 		}
 		j += SCAN_W;
 	}
-	for (; j < nb; j++)
-		if (g[j] <= thr &&
-		    query_push(c, t, i, j0 + step * j, g[j], off, err, b))
-			thr = row_threshold(c, i, err);
-}
+	for (; j < nb; j++) {
+		float v = s ? SUMS_G(g, crow, s, ar, j) : g[j];
 
-/* Scan row i of the tile g (columns j0 .. j0 + nb of the chunk, inside
- * one TB sub-tile). */
-void cpu_scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		  int64_t j0, int64_t nb, const xj_rows *b)
-{
-	scan_row(c, t, i, g, j0, 1, nb, row_err(c, i, j0 / TB), b);
+		if (v <= thr &&
+		    query_push(c, t, i, j0 + step * j, v, off, err, b))
+			thr = row_threshold(c, i, err);
+	}
 }
 
 void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		       const cpu_side *s, int64_t nb, const xj_rows *b)
 {
 	scan_row(c, t, i, g, s->cand0, s->step, nb,
-		 cpu_side_err(c, i, s->nmax, s->emax), b);
+		 cpu_side_err(c, i, s->nmax, s->emax), NULL, b);
 }
 
 /*
@@ -941,7 +993,7 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
  */
 static int tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
 		     const float *ba, int64_t i0, int64_t tq, int64_t nb,
-		     int64_t j0, xj_status *st)
+		     int64_t j0, int sums, xj_status *st)
 {
 	xj_metric m = c->cfg.metric;
 	int64_t d = c->cfg.d;
@@ -956,6 +1008,9 @@ static int tile_gemm(cpu_backend *c, cpu_thread *t, const float *qa,
 		row = NULL;
 	}
 	t->flops += 2.0 * (double)tq * (double)nb * (double)d;
+	if (sums)
+		return cpu_gemm_tile_sums(c->gemm, (int)(t - c->th), &c->ql, i0,
+					  &c->bl, j0, tq, nb, t->g, st);
 	if (c->gemm)
 		return cpu_gemm_tile(c->gemm, (int)(t - c->th), qa, &c->ql, i0,
 				     ba, &c->bl, j0, tq, nb, row, t->g, st);
@@ -975,28 +1030,40 @@ int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 	const float *ba = cosine ? c->bhat : b->x;
 
 	*nb = b->rows - j0 < TB ? b->rows - j0 : TB;
-	return tile_gemm(c, t, qa, ba, i0, i1 - i0, *nb, j0, st);
+	return tile_gemm(c, t, qa, ba, i0, i1 - i0, *nb, j0, 0, st);
 }
 
 /*
  * One thread's query tile [i0, i1) against the chunk rows [jb, je), in
  * sub-tiles that do not cross a multiple of TB (submax is per TB rows).
+ * int8's sums are scaled as the scan reads them (SUMS_G), not in a pass
+ * of their own (5% of an int8 job's samples).
  */
 int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st)
 {
-	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
+	xj_metric m = c->cfg.metric;
+	int cosine = m == XJ_METRIC_COSINE;
+	int l2 = m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN;
 	const float *qa = cosine ? c->qhat : c->qx;
 	const float *ba = cosine ? c->bhat : b->x;
+	int sums = c->gemm && c->prec == XJ_PREC_INT8;
 
 	for (int64_t j0 = jb; j0 < je; ) {
 		int64_t end = (j0 / TB + 1) * TB < je ? (j0 / TB + 1) * TB : je;
 		int64_t nb = end - j0;
 
-		if (tile_gemm(c, t, qa, ba, i0, i1 - i0, nb, j0, st))
+		if (tile_gemm(c, t, qa, ba, i0, i1 - i0, nb, j0, sums, st))
 			return st->code;
-		for (int64_t i = i0; i < i1; i++)
-			cpu_scan_row(c, t, i, t->g + (i - i0) * nb, j0, nb, b);
+		for (int64_t i = i0; i < i1; i++) {
+			row_sums rs = { l2 ? c->bn2 + j0 : cosine ? c->ones :
+					NULL, c->bl.scale + j0, 0.0f };
+
+			if (sums)
+				rs.ar = cpu_gemm_alpha(c->gemm) * c->ql.scale[i];
+			scan_row(c, t, i, t->g + (i - i0) * nb, j0, 1, nb,
+				 row_err(c, i, j0 / TB), sums ? &rs : NULL, b);
+		}
 		/* tighten the gates for the next sub-tile */
 		for (int64_t i = i0; i < i1; i++)
 			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))

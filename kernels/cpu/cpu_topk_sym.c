@@ -35,7 +35,7 @@
  * reads D once for both sides (cpu_scan_sides: each element plus C_b[c]
  * against its row's threshold and plus C_a[r] against its column's);
  * while a query of the pair has no gate yet, the tiles are built whole
- * (the column tile by a transpose) and scanned by cpu_scan_row, which
+ * (the column tile by a transpose) and scanned by cpu_scan_row_side, which
  * seeds it. Diagonal blocks
  * (a = a) are one plain tile each. Rows of Q outside the shared rows,
  * and the shared rows against B's other rows, run the plain tiles.
