@@ -231,6 +231,9 @@ double backend_cuda_host_err_bound_tile16(xj_metric m, int64_t d,
 float backend_cuda_host_round(xj_precision p, float x);
 /* 1 when every |x_i| <= 65504, the test that keeps a chunk on fp16. */
 int backend_cuda_host_fp16_fits(const float *x, int64_t n);
+/* The largest |x_i| (+inf with a NaN): under fp16 the 16-bit tile's
+ * scale starts from it (backend_cuda_host_tile16_exp). */
+float backend_cuda_host_max_abs(const float *x, int64_t n);
 /* merge.cuh's merge of p received lists per row, run sequentially:
  * (key, idx) holds p x rows x k entries (rank j's list of row r at
  * (j rows + r) k), (okey, oidx) gets rows x k. XJ_OK or

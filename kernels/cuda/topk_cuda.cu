@@ -1043,6 +1043,11 @@ extern "C" int backend_cuda_host_fp16_fits(const float *x, int64_t n)
 	return xjc_fp16_fits(x, n);
 }
 
+extern "C" float backend_cuda_host_max_abs(const float *x, int64_t n)
+{
+	return xjc_max_abs(x, n);
+}
+
 extern "C" int backend_cuda_host_merge_lists(int p, int64_t rows, int64_t k,
 					     const float *key,
 					     const int64_t *idx, float *okey,

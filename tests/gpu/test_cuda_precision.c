@@ -392,6 +392,13 @@ static void test_fp16_range(void)
 	x[3] = -1e30f;
 	CU_ASSERT(!backend_cuda_host_fp16_fits(x, 4));
 	CU_ASSERT(backend_cuda_host_fp16_fits(x, 0));
+	/* the largest |x_i|, the 16-bit tile's start; +inf with a NaN */
+	CU_ASSERT_EQUAL(backend_cuda_host_max_abs(x, 4), 1e30f);
+	CU_ASSERT_EQUAL(backend_cuda_host_max_abs(x, 3), 65504.0f);
+	CU_ASSERT_EQUAL(backend_cuda_host_max_abs(x, 0), 0.0f);
+	x[0] = NAN;
+	CU_ASSERT(isinf(backend_cuda_host_max_abs(x, 2)));
+	CU_ASSERT(!backend_cuda_host_fp16_fits(x, 2));
 	/* what fits rounds to a finite fp16 */
 	CU_ASSERT(isfinite(backend_cuda_host_round(XJ_PREC_FP16, 65504.0f)));
 	CU_ASSERT(isinf(backend_cuda_host_round(XJ_PREC_FP16, 65520.0f)));
@@ -467,16 +474,6 @@ static void test_bound_glove(void)
 
 /* ---- the 16-bit tile (XJ_CUDA_TILE16) ------------------------------------ */
 
-/* The largest |x_i| of n values (the backend's lowp_max_abs). */
-static float max_abs(const float *x, int64_t n)
-{
-	float m = 0.0f;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-	return m;
-}
-
 typedef struct t16tally {
 	double worst[4];     /* largest error / bound per metric */
 	int64_t checks, bad, over;
@@ -540,8 +537,8 @@ static void t16_rows(t16tally *t, const rows *Q, const rows *B,
 		int cos = metrics[mi] == XJ_METRIC_COSINE;
 
 		e16[mi] = backend_cuda_host_tile16_exp(metrics[mi], d,
-				cos ? one : max_abs(Q->x, Q->n * d),
-				cos ? one : max_abs(B->x, B->n * d));
+				cos ? one : backend_cuda_host_max_abs(Q->x, Q->n * d),
+				cos ? one : backend_cuda_host_max_abs(B->x, B->n * d));
 	}
 	for (int v = 4; v < NVAR; v++) {   /* fp16, fp16 flush-to-zero */
 		for (int64_t e = 0; e < Q->n * d; e++) {
@@ -673,7 +670,8 @@ static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
 	if (!fp16_falls_back(Q, B)) {
 		float one = 1.0f + 0x1p-20f;
 		int ei = backend_cuda_host_tile16_exp(XJ_METRIC_IP, d,
-				max_abs(Q->x, Q->n * d), max_abs(B->x, B->n * d));
+				backend_cuda_host_max_abs(Q->x, Q->n * d),
+				backend_cuda_host_max_abs(B->x, B->n * d));
 		int ec = backend_cuda_host_tile16_exp(XJ_METRIC_COSINE, d, one,
 						      one);
 

@@ -83,16 +83,6 @@ static float gemm_input(xj_precision p, float x)
 	return backend_cuda_host_round(p, x);
 }
 
-/* The largest |x_i| of n values (the backend's lowp_max_abs). */
-static float max_abs(const float *x, int64_t n)
-{
-	float m = 0.0f;
-
-	for (int64_t i = 0; i < n; i++)
-		m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-	return m;
-}
-
 /* The tile values of queries Q against base rows B (as the backend
  * scans them before adding fn2): -2 q.b, -q.b or -qn.bn; for the 16-bit
  * tile, those times 2^e (e16) rounded to fp16 as tc->t16 says. */
@@ -113,8 +103,8 @@ static float *tile_values(const tcase *tc, const rows *Q, const rows *B,
 		float one = 1.0f + 0x1p-20f;
 
 		*e16 = backend_cuda_host_tile16_exp(tc->m, d,
-				cos ? one : max_abs(Q->x, Q->n * d),
-				cos ? one : max_abs(B->x, B->n * d));
+				cos ? one : backend_cuda_host_max_abs(Q->x, Q->n * d),
+				cos ? one : backend_cuda_host_max_abs(B->x, B->n * d));
 		alpha = ldexpf(alpha, *e16);
 	}
 	for (int64_t e = 0; e < B->n * d; e++)
