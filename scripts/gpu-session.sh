@@ -7,7 +7,7 @@
 #   scripts/gpu-session.sh --bundle DIR --out DIR
 #                          [--part one|check|bench|focus|all]
 #
-# --part one (the whole session in one call of at most 9.4 minutes,
+# --part one (the whole session in one call of at most 9.5 minutes,
 #   about 6.5 on an H100; a start costs a minute or more of the 15, so one
 #   call leaves the most for the measurements):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
