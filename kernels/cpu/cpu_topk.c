@@ -698,8 +698,9 @@ uint32_t cpu_scan_hits(const float *g, float t)
  * = crow[j] + g[j] * (s[j] * ar), ar = alpha s_a of the row, the float
  * operations int8_scale would have stored (crow NULL: the product).
  */
+#define SUMS_P(g, s, ar, j) ((g)[j] * ((s)[j] * (ar)))
 #define SUMS_G(g, crow, s, ar, j)					\
-	((crow) ? (crow)[j] + (g)[j] * ((s)[j] * (ar)) : (g)[j] * ((s)[j] * (ar)))
+	((crow) ? (crow)[j] + SUMS_P(g, s, ar, j) : SUMS_P(g, s, ar, j))
 
 /* cpu_scan_block on such sums. */
 XJ_CLONES
@@ -804,8 +805,6 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 }
 
 /* Scan row i of the tile g: its nb values are the candidates j0 + step
- * w, with error bound err. */
-/* Scan row i of the tile g: its nb values are the candidates j0 + step
  * w, with error bound err; with rs->s, g holds int8's sums (SUMS_G). */
 static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		     int64_t j0, int64_t step, int64_t nb, double err,
@@ -865,11 +864,11 @@ void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 /*
  * A pair tile's value at row r, column j from what the GEMM wrote, s[j]
  * and ar = alpha s_a[r]: int8's sums times s_b[j] (alpha s_a[r]), the
- * product cpu_gemm_tile would have stored (cpu_gemm.h), folded into the
- * scan's one read of the tile; a tile already scaled has s = ones and
- * ar = 1, exact.
+ * product cpu_gemm_tile would have stored (SUMS_P, no row added), folded
+ * into the scan's one read of the tile; a tile already scaled has s =
+ * ones and ar = 1, exact.
  */
-#define PAIR_G(g, s, ar, j) ((g)[j] * ((s)[j] * (ar)))
+#define PAIR_G SUMS_P
 
 /*
  * First block start j >= from of a pair tile's row holding an element

@@ -51,7 +51,10 @@
  *
  * Cost per base element: 4 bytes of G and 4 of fn2 read once (L2 when
  * the tile is), one float add and compare; a seeding sub-tile reads its
- * values four more times. Per rescored pair: 4d bytes of the base row,
+ * values four more times. The 16-bit tile (XJ_CUDA_TILE16, fp16 passes:
+ * a.gh) holds fp16 values of 2^e G, 2 bytes an element read 4 at a time
+ * and multiplied by a.gunit = 2^-e (exact); the thresholds and seed
+ * gates take its rounding (canonical.cuh, xjc_err_bound_prec's gunit). Per rescored pair: 4d bytes of the base row,
  * read coalesced by one warp, and 3d double FLOPs (l2 family) or 2d in 32
  * partial chains. Rows with no candidate cost one read of their tile row.
  *
