@@ -199,15 +199,19 @@ static void check_pair(tally *t, int v, xj_precision p, xj_precision ph,
 	}
 }
 
+/* Room for the rows of R, rounded. */
+static float *rows_buf(const rows *R)
+{
+	return malloc(sizeof(float) * (size_t)(R->n * R->d + 1));
+}
+
 /* Every pair of Q x B, every variant and accumulation. */
 static void check_rows(tally *t, const rows *Q, const rows *B, int nacc,
 		       const char *where)
 {
 	int64_t d = Q->d;
-	float *rq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
-	float *rb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
-	float *hq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
-	float *hb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	float *rq = rows_buf(Q), *rb = rows_buf(B);
+	float *hq = rows_buf(Q), *hb = rows_buf(B);
 	exact *ex = exact_table(Q, B);
 
 	CU_ASSERT_FATAL(rq && rb && hq && hb);
@@ -524,10 +528,8 @@ static void t16_rows(t16tally *t, const rows *Q, const rows *B,
 		     const char *where)
 {
 	int64_t d = Q->d;
-	float *rq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
-	float *rb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
-	float *hq = malloc(sizeof(float) * (size_t)(Q->n * d + 1));
-	float *hb = malloc(sizeof(float) * (size_t)(B->n * d + 1));
+	float *rq = rows_buf(Q), *rb = rows_buf(B);
+	float *hq = rows_buf(Q), *hb = rows_buf(B);
 	exact *ex = exact_table(Q, B);
 	float one = 1.0f + 0x1p-20f;
 	int e16[4];
