@@ -862,18 +862,12 @@ void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 }
 
 /*
- * A pair tile's value at row r, column j from what the GEMM wrote, s[j]
- * and ar = alpha s_a[r]: int8's sums times s_b[j] (alpha s_a[r]), the
- * product cpu_gemm_tile would have stored (SUMS_P, no row added), folded
- * into the scan's one read of the tile; a tile already scaled has s =
- * ones and ar = 1, exact.
- */
-#define PAIR_G SUMS_P
-
-/*
  * First block start j >= from of a pair tile's row holding an element
  * that passes either side: G[j] + cb[j] <= t (the row's query) or G[j] +
- * ca <= tc[j] (column j's query). As scan_block.
+ * ca <= tc[j] (column j's query). As scan_block. G[j] = SUMS_P(g, s, ar,
+ * j): int8's sums times s_b[j] (alpha s_a[r]) (no row added), folded
+ * into the scan's one read of the tile; a tile already scaled comes with
+ * s = ones and ar = 1, exact.
  */
 XJ_CLONES
 static int64_t pair_block(const float *g, const float *s, float ar,
@@ -886,7 +880,7 @@ static int64_t pair_block(const float *g, const float *s, float ar,
 		int any = 0;
 
 		for (int w = 0; w < SCAN_W; w++) {
-			float v = PAIR_G(g, s, ar, j + w);
+			float v = SUMS_P(g, s, ar, j + w);
 
 			any |= (v + cb[j + w] <= t) | (v + ca <= tc[j + w]);
 		}
@@ -904,7 +898,7 @@ static uint32_t pair_hits(const float *g, const float *s, float ar,
 	uint32_t hits = 0;
 
 	for (int w = 0; w < SCAN_W; w++) {
-		float v = PAIR_G(g, s, ar, w);
+		float v = SUMS_P(g, s, ar, w);
 
 		hits |= (uint32_t)((v + cb[w] <= t) | (v + ca <= tc[w])) << w;
 	}
@@ -966,7 +960,7 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 			for (; hits; hits &= hits - 1) {
 				int64_t w = j + __builtin_ctz(hits);
 				int64_t q = bs->q0 + w;
-				float v = PAIR_G(gr, sb, ar, w);
+				float v = SUMS_P(gr, sb, ar, w);
 				float vr = v + cb[w], vc = v + cr;
 
 				if (vr <= thr &&
