@@ -356,6 +356,63 @@ double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 			       qerr * PREC_SLACK, berr * PREC_SLACK, acc);
 }
 
+/*
+ * The rounding folded into the constants (l2, sqeuclidean; CPU bf16 and
+ * int8). Write e_x = x - r(x) and c_x = x.e_x. Then, exactly,
+ *     q.b = r(q).r(b) + c_q + c_b + R,
+ *     R   = (e_q - e_b).(b - q) - e_q.e_b
+ * (expand r(x) = x - e_x), so the squared distance is
+ *     s' = |q - b|^2 = (|q|^2 - 2 c_q) + (|b|^2 - 2 c_b) - 2 r(q).r(b) - 2 R
+ * with |R| <= (qerr + berr) X + qerr berr, X = |q - b| = sqrt(s'). The
+ * two constants are each row's own (computed once, in double), so the
+ * only term that depends on the pair is R, which shrinks with the pair's
+ * distance: for neighbours far from the origin (|q - b| << |b|) much
+ * narrower than E_in = qerr (B + berr) + Q berr. The tile computes
+ *     a = off + fl(C - 2 acc),  off = qq - 2 c^_q,  C = fl(bb - 2 c^_b)
+ * with qq, bb the canonical double squared norms and c^ the double sums
+ * of the exact products x_i e_i (cpu_gemm.c: e_i is exact in double, and
+ * so is x_i e_i, 24 + 25 bits; the sum errs by d 2^-53 Q qerr at most).
+ * Its errors against s':
+ *   2 R                      2 (qerr + berr) X + 2 qerr berr
+ *   acc against r(q).r(b)    2 acc (Q + qerr)(B + berr)   (E_acc, as above)
+ *   fl(C) and the addition   u |C| + u |C - 2 acc| <= 2u (1 + acc) st^2,
+ *                            st = Q + qerr + B + berr (|c_b| <= B berr)
+ *   qq, bb, off, C in double (d + 8) 2^-50 st^2 and, for c^, the same
+ *                            factor times 2 (Q qerr + B berr)
+ *   underflow                8 (d + 8) FLT_MIN, as above
+ * and the canonical score s differs from s' by less than (d + 8) 2^-50
+ * st^2 =: t^2, so X <= sqrt(s) + t. Hence |a - s| <= lin sqrt(s) + abs,
+ * lin = 2 (qerr + berr) (raised by 2^-20) and abs the rest plus lin t.
+ * The norms and errors are raised by 2^-20 as for metric_err_bound_rows.
+ * Callers use it through the pair's score bounds: s <= g implies a <= g
+ * + lin sqrt(g) + abs (the scan threshold), and from a, s lies between
+ * (max(0, sqrt(h^2 + a - abs) - h))^2 and (h + sqrt(h^2 + a + abs))^2,
+ * h = lin / 2 (kernels/cpu/cpu_topk.c).
+ */
+metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
+				    double qerr, double berr, xj_precision p)
+{
+	double n = (double)d, acc, qn, bn, dq, db, st, dbl;
+	metric_err2 e = { 0.0, INFINITY };
+
+	if ((p != XJ_PREC_BF16 && p != XJ_PREC_INT8) || 12.0 * n * U32 >= 1.0)
+		return e;
+	acc = p == XJ_PREC_INT8 ? 7.0 * U32 :
+	      6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+	qn = qnorm * PREC_SLACK;
+	bn = bnorm * PREC_SLACK;
+	dq = qerr * PREC_SLACK;
+	db = berr * PREC_SLACK;
+	st = qn + dq + bn + db;
+	dbl = (n + 8.0) * 0x1p-50;
+	e.lin = 2.0 * (dq + db) * PREC_SLACK;
+	e.abs = 2.0 * dq * db + 2.0 * acc * (qn + dq) * (bn + db) +
+		(2.0 * U32 * (1.0 + acc) + dbl) * st * st +
+		2.0 * dbl * (qn * dq + bn * db) + e.lin * sqrt(dbl) * st +
+		8.0 * (n + 8.0) * FLT_MIN;
+	return e;
+}
+
 /* Squared norms above this overflow float32 in the GEMM path (|q.b|,
  * |b|^2 and their sums must stay below FLT_MAX ~ 3.4e38). */
 #define NORM2_MAX 1e37

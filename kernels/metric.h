@@ -4,7 +4,7 @@
  * defines: metric_key, metric_norm2, metric_key_to_value,
  *          metric_value_to_key, metric_gate_approx, metric_err_bound,
  *          metric_err_bound_prec, metric_err_bound_rows,
- *          metric_check_rows; metric_dgemm.h (included) the double
+ *          metric_err2, metric_err_bound_folded, metric_check_rows; metric_dgemm.h (included) the double
  *          GEMM's metric_dot_err, metric_sqdist_err, metric_dgemm_decide
  *
  * Every result xjoin reports is a *canonical* score: computed from the
@@ -89,6 +89,25 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
 double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 			     double bnorm, double qerr, double berr,
 			     xj_precision p);
+/* A bound that grows with the pair's own score: |a - s| <= lin sqrt(s)
+ * + abs for every pair whose canonical score (before its final rounding;
+ * l2: before the sqrt) is s. lin = 0 is a bound of the kind above. */
+typedef struct metric_err2 {
+	double lin, abs;
+} metric_err2;
+
+/* l2 and sqeuclidean on the CPU's rounded rows (bf16, int8) with each
+ * row's rounding folded into its constants: the approx value is
+ *   a = (qq - 2 c_q) + fl(fl(bb - 2 c_b) - 2 acc),  c_x = x.(x - r(x))
+ * (cpu_gemm_rows.dot, computed in double), and |a - s| is bounded by
+ * 2 (qerr + berr) |q - b| plus small terms, instead of 2 (qerr |b| + |q|
+ * berr) (metric_err_bound_rows): narrower by |b| / |q - b| for the pairs
+ * that matter. Other precisions: lin = 0, abs = INFINITY. Monotone in
+ * every argument, as metric_err_bound_rows. Derivation in metric.c. */
+metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
+				    double qerr, double berr,
+				    xj_precision p);
+
 /* Metric-specific input checks on rows already known to be finite:
  * cosine rejects zero rows; every metric rejects rows whose squared norm
  * overflows float32. On failure names "row R" (global index first_row + i)

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_backend_int.h"
 #include "../metric.h"
@@ -65,7 +66,6 @@ static void cpu_release(xj_backend *be)
 		free(c->th[t].g);
 		free(c->th[t].gt);
 		free(c->th[t].cands);
-		free(c->th[t].vals);
 		free(c->th[t].bt);
 		free(c->th[t].qpad);
 		free(c->th[t].qd);
@@ -106,8 +106,6 @@ static int thread_alloc(cpu_backend *c)
 
 		th->g = cpu_alloc_aligned((size_t)TQ_MAX * TB * sizeof(float));
 		th->cands = malloc((size_t)c->cap * sizeof(cand));
-		th->vals = malloc((size_t)(2 * (c->cfg.k + c->cap)) *
-				  sizeof(float));
 		th->bt = cpu_alloc_aligned((size_t)(d * MW) * sizeof(double));
 		th->qpad = cpu_alloc_aligned((size_t)(d * MQ) * sizeof(float));
 		th->qd = cpu_alloc_aligned((size_t)(MTQ * d) * sizeof(double));
@@ -117,7 +115,7 @@ static int thread_alloc(cpu_backend *c)
 		/* the transposed tile of a self-join (cpu_topk_sym.c) */
 		th->gt = c->cfg.same_rows ? cpu_alloc_aligned((size_t)TB * TB *
 							      sizeof(float)) : NULL;
-		if (!th->g || !th->cands || !th->vals || !th->bt ||
+		if (!th->g || !th->cands || !th->bt ||
 		    !th->qpad || !th->qd || !th->bd || !th->gd || !th->amb ||
 		    (c->cfg.same_rows && !th->gt))
 			return -1;
@@ -156,6 +154,23 @@ static int gemm_setup(cpu_backend *c, xj_status *st)
 			       c->threads, &c->gemm_pair, st);
 }
 
+/* XJ_CPU_FOLD: 1 or 0 folds l2's rounding into the rows' constants on
+ * every job, or on none (A/B runs and tests); unset, each query chunk's
+ * first base chunk decides (cpu_folded). */
+static int fold_setting(int *out, xj_status *st)
+{
+	const char *v = getenv("XJ_CPU_FOLD");
+
+	*out = -1;
+	if (!v || !*v)
+		return XJ_OK;
+	if (strcmp(v, "0") && strcmp(v, "1"))
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CPU_FOLD=%s: expected 0 or 1", v);
+	*out = v[0] - '0';
+	return XJ_OK;
+}
+
 int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 		       xj_status *st)
 {
@@ -188,7 +203,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->cfg = *cfg;
 	c->threads = threads_of(cfg, 0);
 	c->cap = pending_cap(cfg->k);
-	if (gemm_setup(c, st)) {
+	if (fold_setting(&c->fold_env, st) || gemm_setup(c, st)) {
 		cpu_release(&c->be);
 		return st->code;
 	}
@@ -233,14 +248,14 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  * Working memory, bytes, with q = qrows, m = cfg->max_base_rows, T threads,
  * cap = k + max(k, 64) pending slots per query:
  *   per thread   TQ_MAX*TB*4 (G tile, 1 MiB) + 16 cap (rescored
- *                candidates) + 8 (k + cap) (key bounds) + 8 d MW
- *                (matrix block) + 4 d MQ (matrix query rows)
+ *                candidates) + 8 d MW (matrix block) + 4 d MQ (matrix query rows)
  *                + 8 d (MTQ + TB) (matrix rows in double) + 9 MTQ*TB
  *                (dgemm tile and its undecided pairs)
  *                + TB*TB*4 for a self-join (transposed tile, 1 MiB)
  *   per query    8 (qq) + 4 (norm) + 8 (gate) + 4 (key bound) + 8
  *                (count) + 16 (pending counts) + 12 k (exact list) +
- *                16 cap (pending pairs)
+ *                4 k + 8 (the k smallest key bounds) + 8 (the gate's
+ *                square root) + 16 cap (pending pairs)
  *                + 8 (matrix norms); + 4 d for cosine (normalised copy);
  *                + 6 in a self-join (float squared norm, given flag,
  *                block maxima rounded up)
@@ -248,7 +263,8 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
  *                up) + 8 (matrix norms); + 4 d for cosine
  *   fixed        TB*4 (ones) + the backend struct + alignment slack
  * bf16 and int8 (cpu_gemm.h) add, per query and base row, the rounded row
- * (2 d or d) + 8 (error bound, scale) + 4 (sub-tile error, rounded up).
+ * (2 d or d) + 8 (error bound, scale) + 8 (rounding product) + 4
+ * (sub-tile error, rounded up).
  * The query and base rows themselves are the caller's.
  */
 int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
@@ -262,11 +278,12 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 	int64_t per_thread, per_query, per_base, fixed;
 	int t = threads_of(cfg, threads);
 
-	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * (k + cap) + 8 * d * MW +
+	per_thread = (int64_t)TQ_MAX * TB * 4 + 16 * cap + 8 * d * MW +
 		     4 * d * MQ + 8 * d * (MTQ + TB) + 9 * (int64_t)MTQ * TB +
 		     8 * ALIGN_BYTES +
 		     (cfg->same_rows ? (int64_t)TB * TB * 4 + ALIGN_BYTES : 0);
-	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 * k + 16 * cap + 8 + cos_row +
+	per_query = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 16 * k + 16 + 16 * cap + 8 +
+		    cos_row +
 		    (cfg->self && cfg->same_rows ? 6 : 0);
 	per_base = 8 + 4 + 4 + 4 + 8 + cos_row;
 	if (cfg->precision == XJ_PREC_BF16 || cfg->precision == XJ_PREC_INT8 ||
@@ -274,8 +291,8 @@ int64_t backend_cpu_work_bytes(const xj_backend_cfg *cfg, int64_t qrows,
 		/* auto: the widest, bf16 rows */
 		int64_t low = cfg->precision == XJ_PREC_INT8 ? d : 2 * d;
 
-		per_query += low + 12;
-		per_base += low + 12;
+		per_query += low + 20;
+		per_base += low + 20;
 	}
 	fixed = TB * 4 + (int64_t)sizeof(cpu_backend) + 8 * ALIGN_BYTES;
 	return t * per_thread + qrows * per_query + mrows * per_base + fixed;

@@ -35,7 +35,7 @@
 
 #include "../backend.h"
 #include "cpu_gemm.h"
-#include "../metric_dgemm.h"
+#include "../metric.h"      /* metric_err2; metric_dgemm.h */
 
 /*
  * Tile sizes, measured on a 2-core AVX-512 machine (d = 128, OpenBLAS
@@ -91,7 +91,6 @@ typedef struct cpu_thread {
 	float *g;          /* TQ_MAX x TB GEMM tile */
 	float *gt;         /* self-join: TB x TB transposed tile */
 	cand *cands;       /* cap rescored candidates */
-	float *vals;       /* 2 (k + cap) key bounds, while pruning */
 	double *bt;        /* matrix: d x MW transposed base block */
 	float *qpad;       /* matrix: MQ x d zero-padded query rows */
 	double *qd, *bd;   /* matrix: MTQ x d, TB x d rows in double */
@@ -114,6 +113,10 @@ typedef struct cpu_backend {
 	cpu_gemm *gemm_pair;   /* a self-join's block pairs in bf16/int8:
 				* the same GEMM with no row added */
 	cpu_gemm_rows ql;  /* query chunk rounded for a bf16/int8 gemm */
+	int fold;          /* l2 on rounded rows: fold the rounding into the
+			    * rows' constants (cpu_folded); -1 until the
+			    * query chunk's first base chunk decides */
+	int fold_env;      /* XJ_CPU_FOLD: 0 or 1 decides instead; -1 */
 	cpu_gemm_rows bl;  /* base chunk likewise */
 	float *subemax;    /* largest base rounding error per TB sub-tile */
 
@@ -132,6 +135,9 @@ typedef struct cpu_backend {
 	int64_t *npend;
 	int64_t *nkept;    /* pending pairs that survived the last prune */
 	float *kbound;     /* key bound behind the gate (cpu_topk.c) */
+	float *hk;         /* the k smallest key bounds met, qrows x k */
+	int64_t *hn;       /* ... how many */
+	double *gsq;       /* sqrt(max(gate, 0)) */
 	/* a self-join's pairs once across chunks (cpu_topk_sym.c) */
 	int cross;         /* on for this query chunk */
 	uint64_t qtag;     /* the stream's query rows' tag (xj_rows) */
@@ -164,6 +170,25 @@ typedef struct cpu_backend {
 static inline cpu_backend *cpu_of(xj_backend *be)
 {
 	return (cpu_backend *)be;
+}
+
+/* l2 or sqeuclidean: the tiles add squared norms. */
+static inline int cpu_l2(const cpu_backend *c)
+{
+	return c->cfg.metric == XJ_METRIC_L2 ||
+	       c->cfg.metric == XJ_METRIC_SQEUCLIDEAN;
+}
+
+/* Candidates from rows rounded to bf16 or int8 with the rounding folded
+ * into each row's constants (metric_err_bound_folded): the l2 family's
+ * tiles add fl(|b|^2 - 2 b.(b - r(b))) (fold_n2, cpu_topk.c) and its
+ * offsets are |q|^2 - 2 q.(q - r(q)). Where the rows' neighbours lie
+ * closer to each other than to the origin that bound is the narrower
+ * one; fold_decide (cpu_topk.c) looks. */
+static inline int cpu_folded(const cpu_backend *c)
+{
+	return cpu_l2(c) && c->fold > 0 &&
+	       (c->prec == XJ_PREC_BF16 || c->prec == XJ_PREC_INT8);
 }
 
 /* Key from an accumulated sum, with the final operations of metric_key()
@@ -225,14 +250,12 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st);
  * candidate GEMM (nothing in fp32). */
 int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st);
 /* The GEMM tile of query rows [i0, i1) against the TB-row sub-tile of b
- * at j0, into t->g (returns its columns); its error bound and offset
- * (cpu_topk.c's file comment) and the rounding up they are compared
- * with. */
+ * at j0, into t->g (returns its columns), and the scan threshold of
+ * query i against sub-tile s for an approx-space gate (cpu_topk.c's file
+ * comment): no pair whose score is <= gate has a tile value above it. */
 int cpu_subtile_gemm(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		     const xj_rows *b, int64_t j0, int64_t *nb, xj_status *st);
-double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s);
-double cpu_row_offset(const cpu_backend *c, int64_t i);
-float cpu_float_up(double x);
+float cpu_row_thr(const cpu_backend *c, int64_t i, int64_t s, double gate);
 /* Run fn on every query tile [i0, i1) of the chunk against base chunk b,
  * the tiles spread over the threads (a team when the chunk is worth it);
  * adds the GEMM FLOPs and rescored pairs. fn returns a status; the first
@@ -286,7 +309,8 @@ void cpu_scan_row_side(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		       const cpu_side *s, int64_t nb, const xj_rows *b);
 /* The error bound of query i's tile values against rows of largest norm
  * nmax and rounding error emax. */
-double cpu_side_err(const cpu_backend *c, int64_t i, float nmax, float emax);
+metric_err2 cpu_side_err(const cpu_backend *c, int64_t i, float nmax,
+			 float emax);
 int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		  int64_t jb, int64_t je, const xj_rows *b, xj_status *st);
 void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,

@@ -110,8 +110,12 @@ static double lanes_sum(const double *s)
 	return t;
 }
 
+/* e2[i] = (r(x_i) - x_i)^2 and xe[i] = x_i (r(x_i) - x_i): the difference
+ * is exact in double (bf16: in float), and so is its product with x_i (at
+ * most 24 + 25 bits). */
 static inline void bf16_elems(const float *restrict x, int64_t n,
-			      uint16_t *restrict o, double *restrict e2)
+			      uint16_t *restrict o, double *restrict e2,
+			      double *restrict xe)
 {
 	for (int64_t i = 0; i < n; i++) {
 		double t;
@@ -119,6 +123,7 @@ static inline void bf16_elems(const float *restrict x, int64_t n,
 		o[i] = bf16_bits(x[i]);
 		t = (double)bf16_float(o[i]) - (double)x[i];
 		e2[i] = t * t;
+		xe[i] = (double)x[i] * t;
 	}
 }
 
@@ -126,7 +131,8 @@ static inline void bf16_elems(const float *restrict x, int64_t n,
  * below 2^31 (about 127, twice that for a subnormal sc), so the
  * conversion to int32 before the clamp is exact. */
 static inline void int8_elems(const float *restrict x, int64_t n, float sc,
-			      int8_t *restrict o, double *restrict e2)
+			      int8_t *restrict o, double *restrict e2,
+			      double *restrict xe)
 {
 	for (int64_t i = 0; i < n; i++) {
 		int32_t q = (int32_t)rintf(x[i] / sc);
@@ -137,28 +143,35 @@ static inline void int8_elems(const float *restrict x, int64_t n, float sc,
 		o[i] = (int8_t)q;
 		t = (double)sc * (double)q - (double)x[i];
 		e2[i] = t * t;
+		xe[i] = (double)x[i] * t;
 	}
 }
 
+/* pack_bf16 and pack_int8 round row x into o and return the bound of its
+ * error norm |r(x) - x|; *dot gets x.(x - r(x)) (the products summed in
+ * lanes as the squares are: the same bits in every clone). */
 XJ_CLONES
-static float pack_bf16(const float *x, int64_t d, uint16_t *o)
+static float pack_bf16(const float *x, int64_t d, uint16_t *o, double *dot)
 {
-	double s[PACK_W] = { 0 }, e2[PACK_B];
+	double s[PACK_W] = { 0 }, p[PACK_W] = { 0 }, e2[PACK_B], xe[PACK_B];
 
 	for (int64_t i = 0; i < d; i += PACK_B) {
 		int64_t n = d - i < PACK_B ? d - i : PACK_B;
 
-		bf16_elems(x + i, n, o + i, e2);
+		bf16_elems(x + i, n, o + i, e2, xe);
 		lanes_add(s, e2, n);
+		lanes_add(p, xe, n);
 	}
+	*dot = -lanes_sum(p);
 	return err_up(lanes_sum(s));
 }
 
 XJ_CLONES
-static float pack_int8(const float *x, int64_t d, int8_t *o, float *scale)
+static float pack_int8(const float *x, int64_t d, int8_t *o, float *scale,
+		       double *dot)
 {
 	float mx[PACK_W] = { 0 }, m = 0, sc;
-	double s[PACK_W] = { 0 }, e2[PACK_B];
+	double s[PACK_W] = { 0 }, p[PACK_W] = { 0 }, e2[PACK_B], xe[PACK_B];
 	int64_t i = 0;
 
 	for (; i + PACK_W <= d; i += PACK_W)
@@ -179,14 +192,17 @@ static float pack_int8(const float *x, int64_t d, int8_t *o, float *scale)
 			s[0] += (double)x[i] * x[i];
 		}
 		*scale = 0;
+		*dot = s[0];
 		return err_up(s[0]);
 	}
 	for (i = 0; i < d; i += PACK_B) {
 		int64_t n = d - i < PACK_B ? d - i : PACK_B;
 
-		int8_elems(x + i, n, sc, o + i, e2);
+		int8_elems(x + i, n, sc, o + i, e2, xe);
 		lanes_add(s, e2, n);
+		lanes_add(p, xe, n);
 	}
+	*dot = -lanes_sum(p);
 	return err_up(lanes_sum(s));
 }
 
@@ -203,9 +219,10 @@ int cpu_gemm_rows_reserve(cpu_gemm_rows *r, xj_precision p, int64_t rows,
 	r->x = aligned_alloc(64, ((size_t)(rows * d) * esz + 63) / 64 * 64 +
 			     64);
 	r->err = malloc((size_t)rows * sizeof(float) + 1);
+	r->dot = malloc((size_t)rows * sizeof(double) + 1);
 	r->scale = p == XJ_PREC_INT8 ?
 		   malloc((size_t)rows * sizeof(float) + 1) : NULL;
-	if (!r->x || !r->err || (p == XJ_PREC_INT8 && !r->scale)) {
+	if (!r->x || !r->err || !r->dot || (p == XJ_PREC_INT8 && !r->scale)) {
 		cpu_gemm_rows_free(r);
 		return -1;
 	}
@@ -218,9 +235,11 @@ void cpu_gemm_rows_free(cpu_gemm_rows *r)
 	free(r->x);
 	free(r->scale);
 	free(r->err);
+	free(r->dot);
 	r->x = NULL;
 	r->scale = NULL;
 	r->err = NULL;
+	r->dot = NULL;
 	r->alloc = 0;
 }
 
@@ -233,10 +252,11 @@ void cpu_gemm_pack(xj_precision p, const float *x, int64_t rows, int64_t d,
 		if (p == XJ_PREC_INT8)
 			r->err[i] = pack_int8(x + i * d, d,
 					      (int8_t *)r->x + i * d,
-					      &r->scale[i]);
+					      &r->scale[i], &r->dot[i]);
 		else
 			r->err[i] = pack_bf16(x + i * d, d,
-					      (uint16_t *)r->x + i * d);
+					      (uint16_t *)r->x + i * d,
+					      &r->dot[i]);
 	}
 }
 

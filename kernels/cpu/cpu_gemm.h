@@ -18,7 +18,8 @@
  * per chunk and records, per row, an upper bound of |r(x) - x|
  * (Euclidean, computed in double from the rounded row), the input error
  * of the bound metric_err_bound_rows() (metric.h, derivation in
- * metric.c). The GEMM only proposes candidates; whatever it rounds, the
+ * metric.c), and x.(x - r(x)), which l2's folded bound moves into the
+ * row's constants (metric_err_bound_folded). The GEMM only proposes candidates; whatever it rounds, the
  * canonical rescoring gives every reported value.
  *
  * Usage (one object per backend, one slot per OpenMP thread):
@@ -75,6 +76,8 @@ typedef struct cpu_gemm_rows {
 	void *x;
 	float *scale;      /* int8: s per row; NULL otherwise */
 	float *err;        /* upper bound of |r(x) - x| per row */
+	double *dot;       /* x.(x - r(x)) per row, in double (the folded
+			    * bound, metric_err_bound_folded) */
 	int64_t alloc;
 } cpu_gemm_rows;
 

@@ -169,8 +169,8 @@ static int scan_row(cpu_backend *c, int64_t i, const float *g, int64_t j0,
 		    int64_t nb, const xj_rows *b, double gate)
 {
 	const xj_backend_cfg *cfg = &c->cfg;
-	double err = cpu_row_err(c, i, j0 / TB), acc[MW];
-	float thr = cpu_float_up(gate - cpu_row_offset(c, i) + err);
+	double acc[MW];
+	float thr = cpu_row_thr(c, i, j0 / TB, gate);
 	range_row *w = &c->range->rows[i];
 	int64_t self = cfg->self ? c->qfirst + i - b->first_row : -1;
 	int64_t qo[MW], bo[MW], bj[MW], n = 0, d = cfg->d;

@@ -18,7 +18,10 @@
  * the approx-space gate (metric_gate_approx) of the query's k-th exact
  * key, or of the threshold; up() rounds up to float. So no pair whose
  * canonical key could still enter the top-k is ever dropped, however the
- * GEMM rounds.
+ * GEMM rounds. (l2 on rows rounded to bf16 or int8 may fold each row's
+ * rounding into its constants, C and c_i: then err_i grows with the
+ * pair's distance, err_i = lin sqrt(gate_i) + abs at the gate; see
+ * "Folded rounding" below.)
  *
  * Kept pairs are pushed on the query's pending list with two bounds
  * derived from their tile value g and the sub-tile's err_i, and are not
@@ -45,8 +48,9 @@
  * covering the roundings of these few double operations. The key is s
  * rounded to nearest (l2: after a correctly rounded sqrt), and rounding
  * and sqrt are monotone, so key <= up. Then:
- *  1. Let K be the k-th smallest of the query's exact keys and its
- *     pending pairs' up (all distinct pairs; kth_smallest() finds it).
+ *  1. Let K be the k-th smallest of the up and exact keys of distinct
+ *     pairs the query met (bound_add keeps the k smallest as each pair
+ *     is pushed, and the exact list's after each merge).
  *     At least k pairs seen so far have key <= K, so a pair with key > K
  *     is beaten by k pairs in the (key, index) order and can never be in
  *     the top-k; metric_gate_approx(K) is then a valid gate exactly as
@@ -59,13 +63,16 @@
  *     the threshold): the scan's own test, with the error bound moved to
  *     the other side. It is dropped. Every pair that can still be in
  *     the top-k is rescored before its chunk ends.
- * Pruning costs O(k + pending) compares and no base row reads; a prune
- * runs when k/2 + 1 pairs arrived since the last one (after a sub-tile)
- * or when the list is full.
+ * Keeping K costs O(log k) per push; a prune, O(pending) compares and no
+ * base row reads, runs when k/2 + 1 pairs arrived since the last one
+ * (after a sub-tile) or when the list is full. (Finding K again from
+ * the pending list at each prune, as before, cost 13% more of a 200,000
+ * row self-join: docs/performance.md.)
  *
  * Costs per base element: 2d GEMM FLOPs, one float compare in the scan.
- * Per kept pair: a few double operations for its bounds, O(1) amortised
- * in the prunes; about k (1 + ln(m / k)) kept pairs per query and chunk.
+ * Per kept pair: a few double operations for its bounds, O(log k) for K,
+ * O(1) amortised in the prunes; about k (1 + ln(m / k)) kept pairs per
+ * query and chunk.
  * Per survivor (about k + the pairs within 2 err_i of the k-th key per
  * query and chunk): 3d double FLOPs and a base row read (4d bytes,
  * usually from DRAM). At k = 100, m = 1e5 that is ~100 rescored pairs
@@ -78,6 +85,21 @@
  * chunk (topk_begin, topk_add), and err_i is metric_err_bound_rows() with
  * the query's and the sub-tile's largest measured rounding errors; the
  * rest is as above, so the lists are the fp32 lists, bit for bit.
+ *
+ * Folded rounding (l2 family, bf16 and int8; cpu_folded). Each row's
+ * rounding product x.(x - r(x)) (cpu_gemm_rows.dot) moves into its
+ * constants: C[j] = fl(|b_j|^2 - 2 b_j.(b_j - r(b_j))) (fold_n2) and c_i
+ * = |q_i|^2 - 2 q_i.(q_i - r(q_i)). Then |a - s| <= lin sqrt(s) + abs
+ * (metric_err_bound_folded): the input error scales with the pair's
+ * distance instead of the rows' norms. The tests above become: keep
+ * (i, j) when G <= up(gate_i - c_i + lin sqrt(gate_i) + abs) (s <= gate_i
+ * implies that, as the bound grows with s), and per pending pair s lies
+ * between (max(0, sqrt(h^2 + a - abs) - h))^2 and (h + sqrt(h^2 + a +
+ * abs))^2, h = lin / 2, which give lo (less c_i) and up. Where the
+ * neighbours lie closer to each other than to the origin (clustered rows)
+ * the window of candidates narrows by about |b| / |q - b|; elsewhere it
+ * widens, so the first base chunk of each query chunk decides
+ * (fold_decide), unless XJ_CPU_FOLD says. Either way the same lists.
  *
  * Threads: OpenMP over query tiles; OpenBLAS is set to one thread so each
  * OpenMP thread runs its own sgemm calls. A thread owns whole query rows,
@@ -176,6 +198,9 @@ void cpu_free_query(cpu_backend *c)
 	free(c->npend);
 	free(c->nkept);
 	free(c->kbound);
+	free(c->hk);
+	free(c->hn);
+	free(c->gsq);
 	free(c->qn2);
 	free(c->qsubmax);
 	free(c->qsubemax);
@@ -192,6 +217,9 @@ void cpu_free_query(cpu_backend *c)
 	c->npend = NULL;
 	c->nkept = NULL;
 	c->kbound = NULL;
+	c->hk = NULL;
+	c->hn = NULL;
+	c->gsq = NULL;
 	c->qn2 = NULL;
 	c->qsubmax = NULL;
 	c->qsubemax = NULL;
@@ -213,7 +241,7 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 
 	if (rows <= c->qalloc)
 		return XJ_OK;
-	if (!cpu_size_ok(rows, 8 * (2 * c->cap + k + d + 8)))
+	if (!cpu_size_ok(rows, 8 * (2 * c->cap + 2 * k + d + 10)))
 		return xj_fail(st, XJ_EXIT_RESOURCE,
 			       "cpu backend: %lld query rows: selection state too large",
 			       (long long)rows);
@@ -230,6 +258,9 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	c->npend = malloc((size_t)rows * sizeof(int64_t));
 	c->nkept = malloc((size_t)rows * sizeof(int64_t));
 	c->kbound = malloc((size_t)rows * sizeof(float));
+	c->hk = malloc((size_t)(rows * k) * sizeof(float));
+	c->hn = malloc((size_t)rows * sizeof(int64_t));
+	c->gsq = malloc((size_t)rows * sizeof(double));
 	if (sym) {
 		c->qn2 = malloc((size_t)rows * sizeof(float));
 		c->qsubmax = malloc((size_t)(rows / TB + 1) * sizeof(float));
@@ -238,7 +269,8 @@ static int query_reserve(cpu_backend *c, int64_t rows, xj_status *st)
 	}
 	if (!c->qq || !c->qnorm || (cosine && !c->qhat) || !c->gate ||
 	    !c->ekey || !c->eidx || !c->ecount || !c->pend ||
-	    !c->npend || !c->nkept || !c->kbound ||
+	    !c->npend || !c->nkept || !c->kbound || !c->hk || !c->hn ||
+	    !c->gsq ||
 	    (sym && (!c->qn2 || !c->qsubmax || !c->qsubemax || !c->given)) ||
 	    (lowp(c) && cpu_gemm_rows_reserve(&c->ql, c->prec, rows, d))) {
 		cpu_free_query(c);
@@ -406,6 +438,85 @@ static int64_t cand_global(const cpu_backend *c, const xj_rows *b, int64_t j)
 	return j >= 0 ? b->first_row + j : c->qfirst + (-1 - j);
 }
 
+/* ---- the k smallest key bounds ------------------------------------ */
+
+/*
+ * Each query keeps the k smallest upper bounds of the keys of the pairs
+ * it met in this stream, as a max-heap (hk, hn): pending pairs' up when
+ * pushed, the exact keys after a merge. Their largest is a K of the file
+ * comment ("Deferred rescoring", 1) once there are k of them: distinct
+ * pairs, each key below its bound. A pair dropped later still counts (it
+ * was seen, its key is below its bound). So the gate follows every push
+ * instead of being found again from the pending list at each prune.
+ */
+static void heap_down(float *h, int64_t n, int64_t p)
+{
+	float v = h[p];
+
+	for (;;) {
+		int64_t ch = 2 * p + 1;
+
+		if (ch >= n)
+			break;
+		if (ch + 1 < n && h[ch + 1] > h[ch])
+			ch++;
+		if (!(h[ch] > v))
+			break;
+		h[p] = h[ch];
+		p = ch;
+	}
+	h[p] = v;
+}
+
+static void heap_up(float *h, int64_t p)
+{
+	float v = h[p];
+
+	while (p > 0 && h[(p - 1) / 2] < v) {
+		h[p] = h[(p - 1) / 2];
+		p = (p - 1) / 2;
+	}
+	h[p] = v;
+}
+
+/* A new K for query i: its gate, when tighter (every gate ever derived
+ * stays valid: keep the tightest). Returns 1 when the gate moved. */
+static int kbound_set(cpu_backend *c, int64_t i, float kth)
+{
+	double g;
+
+	if (!(kth < c->kbound[i]))
+		return 0;
+	c->kbound[i] = kth;
+	g = metric_gate_approx(c->cfg.metric, kth);
+	if (!(g < c->gate[i]))
+		return 0;
+	c->gate[i] = g;
+	c->gsq[i] = sqrt(g > 0 ? g : 0);
+	return 1;
+}
+
+/* Key bound u of a pair query i meets. Returns 1 when its gate moved. */
+static int bound_add(cpu_backend *c, int64_t i, float u)
+{
+	int64_t k = c->cfg.k, n = c->hn[i];
+	float *h = c->hk + i * k;
+
+	if (n < k) {
+		h[n] = u;
+		heap_up(h, n);
+		c->hn[i] = ++n;
+		if (n < k)
+			return 0;
+	} else if (u < h[0]) {
+		h[0] = u;
+		heap_down(h, k, 0);
+	} else {
+		return 0;
+	}
+	return kbound_set(c, i, h[0]);
+}
+
 /*
  * Merge the rescored pending pairs of query i into its exact list; then
  * tighten its gate. Exact for any pending content: the list is the best
@@ -443,14 +554,13 @@ static void query_merge(cpu_backend *c, cpu_thread *t, int64_t i,
 	qsort(t->cands, (size_t)n, sizeof(cand), cand_cmp);
 	n = merge_sorted(ekey, eidx, ne, t->cands, n, k);
 	c->ecount[i] = n;
-	if (n == k && ekey[k - 1] < c->kbound[i]) {
-		double g = metric_gate_approx(cfg->metric, ekey[k - 1]);
-
-		/* every gate ever derived stays valid: keep the tightest */
-		c->kbound[i] = ekey[k - 1];
-		if (g < c->gate[i])
-			c->gate[i] = g;
-	}
+	/* nothing is pending now: the k smallest bounds are the list's
+	 * keys (descending: a max-heap) */
+	for (int64_t e = 0; e < n; e++)
+		c->hk[i * k + e] = ekey[n - 1 - e];
+	c->hn[i] = n;
+	if (n == k)
+		kbound_set(c, i, ekey[k - 1]);
 }
 
 /* Rescore and merge the pending pairs of query i alone. */
@@ -520,30 +630,47 @@ static float float_down(double x)
 	return f;
 }
 
-/* c_i of the file comment: the part of the approx value sgemm leaves out. */
+/* c_i of the file comment: the part of the approx value sgemm leaves out
+ * (folded: less twice the row's rounding product, cpu_fold_n2). */
 static double row_offset(const cpu_backend *c, int64_t i)
 {
-	xj_metric m = c->cfg.metric;
-
-	return m == XJ_METRIC_L2 || m == XJ_METRIC_SQEUCLIDEAN ? c->qq[i] : 0;
+	if (cpu_folded(c))
+		return c->qq[i] - 2.0 * c->ql.dot[i];
+	return cpu_l2(c) ? c->qq[i] : 0;
 }
 
 /* Error bound of the tile values of query i against sub-tile s (its
  * largest float base norm, and rounding error for bf16/int8). */
-double cpu_side_err(const cpu_backend *c, int64_t i, float nmax, float emax)
+metric_err2 cpu_side_err(const cpu_backend *c, int64_t i, float nmax,
+			 float emax)
 {
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	double qn = cosine ? 1 : c->qnorm[i], bn = cosine ? 1 : nmax;
+	metric_err2 e = { 0.0, 0.0 };
 
+	if (cpu_folded(c))
+		return metric_err_bound_folded(c->cfg.d, qn, bn, c->ql.err[i],
+					       emax, c->prec);
 	if (lowp(c))
-		return metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
-					     c->ql.err[i], emax, c->prec);
-	return metric_err_bound(c->cfg.metric, c->cfg.d, qn, bn);
+		e.abs = metric_err_bound_rows(c->cfg.metric, c->cfg.d, qn, bn,
+					      c->ql.err[i], emax, c->prec);
+	else
+		e.abs = metric_err_bound(c->cfg.metric, c->cfg.d, qn, bn);
+	return e;
 }
 
-static double row_err(const cpu_backend *c, int64_t i, int64_t s)
+static metric_err2 row_err(const cpu_backend *c, int64_t i, int64_t s)
 {
 	return cpu_side_err(c, i, c->submax[s], c->subemax[s]);
+}
+
+/* The bound e at scores up to gate: every pair with score <= gate has
+ * |a - s| <= this (e.lin sqrt(s) grows with s). */
+static double err_at(metric_err2 e, double gate)
+{
+	if (e.lin == 0)
+		return e.abs;
+	return e.abs + e.lin * sqrt(gate > 0 ? gate : 0);
 }
 
 /* x plus a relative 2^-40 of mag: covers the rounding of the few double
@@ -560,15 +687,34 @@ static double slack_up(double x, double mag)
  * rounded sqrt), both monotone, so key <= up.
  */
 static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
-			    double err)
+			    metric_err2 err)
 {
-	double u = slack_up((double)g + off + err, fabs((double)g) + off + err);
+	double a = (double)g + off, u;
 	pend_ent e;
 
+	if (err.lin == 0) {
+		u = slack_up(a + err.abs, fabs((double)g) + fabs(off) +
+			     err.abs);
+		e.lo = float_down(-slack_up(err.abs - (double)g,
+					    err.abs + fabs((double)g)));
+	} else {
+		/* a - s within lin sqrt(s) + abs (metric_err_bound_folded):
+		 * s between the squares below, h = lin / 2; both sums are
+		 * of terms below mag, each operation's error below 2^-52
+		 * of it */
+		double h = err.lin / 2, hi = a + err.abs, lo = a - err.abs;
+		double r = h + sqrt(h * h + (hi > 0 ? hi : 0));
+		double q = lo > 0 ? sqrt(h * h + lo) - h : 0;
+		double mag = fabs((double)g) + fabs(off) + err.abs + h * h +
+			     r * r;
+
+		u = slack_up(r * r, mag);
+		q = q > 0 ? q * q : 0;
+		e.lo = float_down(-slack_up(off - q, mag));
+	}
 	if (m == XJ_METRIC_L2)
 		u = sqrt(u > 0 ? u : 0);
 	e.up = float_up(u);
-	e.lo = float_down(-slack_up(err - (double)g, err + fabs((double)g)));
 	e.j = j;
 	return e;
 }
@@ -625,38 +771,23 @@ static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
 }
 
 /*
- * Tighten the gate of query i from its pending pairs without rescoring
- * them, then drop the pending pairs the tighter gate rules out (file
- * comment, "Deferred rescoring").
+ * Drop the pending pairs of query i that its gate rules out (file
+ * comment, "Deferred rescoring", 2), without rescoring any; the gate is
+ * already as tight as the pairs seen allow (bound_add).
  */
 void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 {
-	int64_t k = c->cfg.k, ne = c->ecount[i], np = c->npend[i], keep = 0;
+	int64_t np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
-	float *v = t->vals, kth;
-	double gate, off = row_offset(c, i), t0 = omp_get_wtime();
-	float thr;
+	double gate = c->gate[i], off = row_offset(c, i);
+	float thr = float_up(slack_up(gate - off, fabs(gate) + fabs(off)));
 
-	if (ne + np >= k) {
-		memcpy(v, c->ekey + i * k, (size_t)ne * sizeof(float));
-		for (int64_t p = 0; p < np; p++)
-			v[ne + p] = pend[p].up;
-		kth = kth_smallest(v, ne + np, k, c->kbound[i], v + ne + np);
-		if (kth < c->kbound[i]) {
-			c->kbound[i] = kth;
-			gate = metric_gate_approx(c->cfg.metric, kth);
-			if (gate < c->gate[i])
-				c->gate[i] = gate;
-		}
-	}
-	gate = c->gate[i];
-	thr = float_up(slack_up(gate - off, fabs(gate) + off));
+	(void)t;
 	for (int64_t p = 0; p < np; p++)
 		if (pend[p].lo <= thr)
 			pend[keep++] = pend[p];
 	c->npend[i] = keep;
 	c->nkept[i] = keep;
-	t->rescore_s += omp_get_wtime() - t0;
 }
 
 /* ---- the scan ------------------------------------------------------ */
@@ -741,13 +872,15 @@ typedef struct row_sums {
 
 /* Scan threshold T_i of query i against a sub-tile whose largest base
  * norm is bmax (see the file comment). */
-static float row_threshold(const cpu_backend *c, int64_t i, double err)
+static float row_threshold(const cpu_backend *c, int64_t i, metric_err2 err)
 {
 	double gate = c->gate[i];
 
 	if (gate == INFINITY)
 		return INFINITY;
-	return float_up(gate - row_offset(c, i) + err);
+	/* err_at(err, gate), the square root kept with the gate */
+	return float_up(gate - row_offset(c, i) + err.abs +
+			(err.lin == 0 ? 0 : err.lin * c->gsq[i]));
 }
 
 /*
@@ -757,14 +890,18 @@ static float row_threshold(const cpu_backend *c, int64_t i, double err)
  * may have moved.
  */
 static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
-		      float g, double off, double err, const xj_rows *b)
+		      float g, double off, metric_err2 err, const xj_rows *b)
 {
+	pend_ent e;
+	int moved;
+
 	if (c->cfg.self && cand_global(c, b, j) == c->qfirst + i)
 		return 0;
-	c->pend[i * c->cap + c->npend[i]++] =
-		pend_bounds(c->cfg.metric, j, g, off, err);
+	e = pend_bounds(c->cfg.metric, j, g, off, err);
+	c->pend[i * c->cap + c->npend[i]++] = e;
+	moved = bound_add(c, i, e.up);
 	if (c->npend[i] < c->cap)
-		return 0;
+		return moved;
 	cpu_query_prune(c, t, i);
 	if (c->npend[i] > c->cap - c->cap / 4)
 		query_flush(c, t, i, b);
@@ -781,7 +918,7 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
  * the scan does not push them again.
  */
 static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		     int64_t j0, int64_t step, int64_t nb, double err,
+		     int64_t j0, int64_t step, int64_t nb, metric_err2 err,
 		     const xj_rows *b)
 {
 	double off = row_offset(c, i);
@@ -807,7 +944,7 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 /* Scan row i of the tile g: its nb values are the candidates j0 + step
  * w, with error bound err; with rs->s, g holds int8's sums (SUMS_G). */
 static void scan_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
-		     int64_t j0, int64_t step, int64_t nb, double err,
+		     int64_t j0, int64_t step, int64_t nb, metric_err2 err,
 		     const row_sums *rs, const xj_rows *b)
 {
 	double off = row_offset(c, i);
@@ -909,7 +1046,8 @@ static uint32_t pair_hits(const float *g, const float *s, float ar,
  * threshold, error bound and offset. */
 typedef struct pair_cols {
 	float thr[TB];
-	double err[TB], off[TB];
+	metric_err2 err[TB];
+	double off[TB];
 } pair_cols;
 
 int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
@@ -941,7 +1079,7 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		int64_t i = a->q0 + r;
 		const float *gr = g + r * nb;
 		float cr = ca ? ca[r] : 0.0f, ar = sa ? alpha * sa[r] : 1.0f;
-		double err = cpu_side_err(c, i, bs->nmax, bs->emax);
+		metric_err2 err = cpu_side_err(c, i, bs->nmax, bs->emax);
 		double roff = row_offset(c, i);
 		float thr = row_threshold(c, i, err);
 
@@ -1131,8 +1269,10 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	for (int64_t i = 0; i < q->rows; i++) {
 		if (!same) {
 			c->gate[i] = c->gate0;
+			c->gsq[i] = sqrt(c->gate0 > 0 ? c->gate0 : 0);
 			c->kbound[i] = INFINITY;
 		}
+		c->hn[i] = 0;
 		c->ecount[i] = 0;
 		c->npend[i] = 0;
 		c->nkept[i] = 0;
@@ -1154,6 +1294,80 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	return XJ_OK;
 }
 
+/* The float constant a folded row adds to the tiles as a candidate:
+ * fl(|x|^2 - 2 x.(x - r(x))) from its canonical squared norm and
+ * rounding product (cpu_folded). */
+static void fold_n2(const double *n2, const double *dot, int64_t rows,
+		    float *out)
+{
+	for (int64_t r = 0; r < rows; r++)
+		out[r] = (float)(n2[r] - 2.0 * dot[r]);
+}
+
+/*
+ * Whether the folded bound (metric_err_bound_folded) is the narrower one
+ * for the query chunk against base rows like b's: both bounds summed
+ * over FOLD_Q query rows, the folded one at each row's estimated k-th
+ * nearest distance: its k'-th nearest among FOLD_B of b's rows, k' = k
+ * FOLD_B / (the rows streamed) rounded up, an estimate that is too large
+ * rather than too small (so folding is chosen only where it pays on the
+ * estimate), never above the threshold's distance (a range join's: the
+ * threshold's). A few hundred microseconds; any answer gives the same
+ * results.
+ */
+#define FOLD_Q 32
+#define FOLD_B 512
+static int fold_decide(const cpu_backend *c, const xj_rows *b)
+{
+	int64_t d = c->cfg.d, nq = c->qrows < FOLD_Q ? c->qrows : FOLD_Q;
+	int64_t nb = b->rows < FOLD_B ? b->rows : FOLD_B;
+	int64_t total = c->cfg.shard_rows > b->rows ? c->cfg.shard_rows :
+			b->rows;
+	int64_t kk = (c->cfg.k * nb + total - 1) / total;
+	float bmax = 0, emax = 0, dist[FOLD_B], scratch[FOLD_B];
+	double folded = 0, plain = 0;
+
+	if (nq == 0 || nb == 0)
+		return 0;
+	for (int64_t t = 0; t < nb; t++) {
+		int64_t j = t * b->rows / nb;
+
+		bmax = c->bnorm[j] > bmax ? c->bnorm[j] : bmax;
+		emax = c->bl.err[j] > emax ? c->bl.err[j] : emax;
+	}
+	for (int64_t s = 0; s < nq; s++) {
+		int64_t i = s * c->qrows / nq, n = 0;
+		const float *q = c->qx + i * d;
+		metric_err2 e = metric_err_bound_folded(d, c->qnorm[i], bmax,
+							c->ql.err[i], emax,
+							c->prec);
+		double x;
+
+		for (int64_t t = 0; t < nb; t++) {
+			int64_t j = t * b->rows / nb;
+			const float *r = b->x + j * d;
+			float acc = 0;
+
+			if (c->cfg.self &&
+			    b->first_row + j == c->qfirst + i)
+				continue;
+			for (int64_t e2 = 0; e2 < d; e2++)
+				acc += (q[e2] - r[e2]) * (q[e2] - r[e2]);
+			dist[n++] = acc;
+		}
+		/* a range join (k = 0): its pairs lie within the threshold */
+		x = n == 0 || c->cfg.k < 1 ? INFINITY :
+		    kth_smallest(dist, n, kk < n ? (kk > 0 ? kk : 1) : n,
+				 INFINITY, scratch);
+		x = x < c->gate0 ? x : c->gate0;
+		folded += e.lin * sqrt(x) + e.abs;
+		plain += metric_err_bound_rows(c->cfg.metric, d, c->qnorm[i],
+					       bmax, c->ql.err[i], emax,
+					       c->prec);
+	}
+	return folded < plain;
+}
+
 int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st)
 {
 	if (!lowp(c))
@@ -1163,6 +1377,7 @@ int cpu_query_pack(cpu_backend *c, const xj_rows *q, xj_status *st)
 			       q->rows * c->cfg.d * 2);
 	cpu_gemm_pack(c->prec, c->cfg.metric == XJ_METRIC_COSINE ? c->qhat :
 		      q->x, q->rows, c->cfg.d, &c->ql, c->threads);
+	c->fold = -1;   /* the first base chunk decides */
 	return XJ_OK;
 }
 
@@ -1202,6 +1417,18 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 	if (lowp(c))
 		cpu_gemm_pack(c->prec, cosine ? c->bhat : b->x, b->rows,
 			      c->cfg.d, &c->bl, c->threads);
+	if (cpu_l2(c) && lowp(c)) {
+		if (c->fold < 0) {
+			c->fold = c->fold_env >= 0 ? c->fold_env :
+				  fold_decide(c, b);
+			/* a self-join's query rows as candidates
+			 * (cpu_topk_sym.c) */
+			if (c->fold && c->qn2)
+				fold_n2(c->qq, c->ql.dot, c->qrows, c->qn2);
+		}
+		if (c->fold)
+			fold_n2(c->bb, c->bl.dot, b->rows, c->bn2);
+	}
 	block_maxima(b->rows, c->bnorm, lowp(c) ? c->bl.err : NULL,
 		     c->submax, c->subemax);
 	return XJ_OK;
@@ -1296,17 +1523,8 @@ int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
 
 /* ---- shared with the range join (cpu_range.c) ---------------------- */
 
-float cpu_float_up(double x)
+float cpu_row_thr(const cpu_backend *c, int64_t i, int64_t s, double gate)
 {
-	return float_up(x);
-}
-
-double cpu_row_offset(const cpu_backend *c, int64_t i)
-{
-	return row_offset(c, i);
-}
-
-double cpu_row_err(const cpu_backend *c, int64_t i, int64_t s)
-{
-	return row_err(c, i, s);
+	return float_up(gate - row_offset(c, i) + err_at(row_err(c, i, s),
+							 gate));
 }

@@ -7,20 +7,26 @@
  *     int8 values are within half a step of the row's scale; the error
  *     norm recorded per row is an upper bound of the exact one (long
  *     double) and no more than a hair above it (rows so small that their
- *     int8 scale is subnormal round coarsely: the measured norm covers it).
+ *     int8 scale is subnormal round coarsely: the measured norm covers it);
+ *     the row's rounding product x.(x - r(x)) within its double sum's
+ *     error of the exact one.
  *   - the bound against emulated GEMMs on adversarial rows (magnitudes
  *     over many orders, within and across rows; subnormal rows that
  *     round to zero; one large value among tiny ones; duplicates), on
  *     Gaussian and on GloVe rows: bf16 products accumulated in float32
  *     three ways (gemm_emul.h, as the GPU test does), int8 with the exact
  *     integer dot product and cpu_gemm.c's scaling; every metric's
- *     approx-space value within the bound of the exact value. The
- *     tightness (bound / largest error) is printed.
+ *     approx-space value within the bound of the exact value, and l2's
+ *     value with the rounding folded into the rows' constants within
+ *     metric_err_bound_folded. The tightness (bound / largest error) is
+ *     printed, and how much narrower the folded bound is at each query's
+ *     nearest row.
  *   - the same check on oneDNN's own tiles (cpu_gemm_tile), where this
  *     CPU runs the precision (else the reason is printed).
  *   - top-k through the CPU backend in bf16 and int8 gives the bits of
  *     fp32 on the adversarial rows, every metric, with and without a
- *     threshold, in odd chunks.
+ *     threshold, in odd chunks, with l2's folded bound as decided,
+ *     forced off and forced on (XJ_CPU_FOLD).
  * Outputs are poisoned before every call.
  */
 #include <CUnit/Basic.h>
@@ -139,17 +145,21 @@ static int64_t check_pack(xj_precision p, const float *x, int64_t n,
 	int64_t bad = 0;
 
 	CU_ASSERT_FATAL(cpu_gemm_rows_reserve(&r, p, n, d) == 0);
-	for (int64_t e = 0; e < n; e++)
+	for (int64_t e = 0; e < n; e++) {
 		r.err[e] = NAN;
+		r.dot[e] = NAN;
+	}
 	cpu_gemm_pack(p, x, n, d, &r, 2);
 	for (int64_t i = 0; i < n; i++) {
-		long double s = 0;
+		long double s = 0, xe = 0, mag = 0;
 
 		for (int64_t e = i * d; e < (i + 1) * d; e++) {
 			double v = packed_value(p, &r, d, e);
 			long double t = (long double)v - x[e];
 
 			s += t * t;
+			xe -= x[e] * t;
+			mag += fabsl(x[e] * t);
 			if (p == XJ_PREC_BF16) {
 				float w = round_bits(x[e], 7, R_NEAREST_EVEN);
 
@@ -167,6 +177,11 @@ static int64_t check_pack(xj_precision p, const float *x, int64_t n,
 				       v, r.scale[i]);
 			}
 		}
+		/* x.(x - r(x)): exact products, a double sum */
+		if (!(fabsl((long double)r.dot[i] - xe) <=
+		      (long double)(d + 1) * 0x1p-53L * mag) && bad++ < 4)
+			printf("\n  %s row %lld: rounding product %.17g, exact %.17Lg",
+			       precision_name(p), (long long)i, r.dot[i], xe);
 		s = sqrtl(s);
 		if (!((long double)r.err[i] >= s &&
 		      (long double)r.err[i] <= s * (1 + 0x1p-22L) + 0x1p-149L) &&
@@ -203,6 +218,9 @@ static void test_pack(void)
 
 typedef struct tally {
 	double worst[NLOW][4];     /* largest error / bound */
+	double fworst[NLOW];       /* the same, folded (l2's tiles) */
+	double fgain[NLOW][2];     /* bound / folded bound: sum, count over
+				    * each query's nearest pair */
 	int64_t pairs, bad;
 } tally;
 
@@ -234,6 +252,59 @@ static void check_value(tally *t, int pi, int mi, const rows *Q, int64_t i,
 		       (long long)i, (long long)j, err, bound);
 	if (err / bound > t->worst[pi][mi])
 		t->worst[pi][mi] = err / bound;
+}
+
+/*
+ * The folded bound (metric_err_bound_folded) on the pair's l2 tile value g
+ * computed with crow = fl(|b|^2 - 2 b.(b - r(b))): the approx value is
+ * (|q|^2 - 2 q.(q - r(q))) + g. near: the pair is the query's nearest in
+ * B, whose bounds are compared with metric_err_bound_rows's (printed).
+ */
+static void check_folded(tally *t, int pi, const rows *Q, int64_t i,
+			 const rows *B, int64_t j, float g, double qdot,
+			 double qerr, double berr, int near,
+			 const char *where)
+{
+	int64_t d = Q->d;
+	exact ex = exact_of(Q->x + i * d, B->x + j * d, d, Q->n2[i],
+			    B->n2[j]);
+	metric_err2 e = metric_err_bound_folded(d, Q->fnorm[i], B->fnorm[j],
+						qerr, berr, lowps[pi]);
+	double bound = e.lin * sqrt((double)ex.sq) + e.abs;
+	double a = (Q->n2[i] - 2.0 * qdot) + (double)g;
+	double err = (double)fabsl((long double)a - ex.sq);
+
+	t->pairs++;
+	if (!(err <= bound) && t->bad++ < 6)
+		printf("\n  %s folded l2 %s (%lld, %lld): |approx - exact| = %.6g > bound %.6g",
+		       precision_name(lowps[pi]), where, (long long)i,
+		       (long long)j, err, bound);
+	if (err / bound > t->fworst[pi])
+		t->fworst[pi] = err / bound;
+	if (near) {
+		t->fgain[pi][0] += metric_err_bound_rows(XJ_METRIC_L2, d,
+				Q->fnorm[i], B->fnorm[j], qerr, berr,
+				lowps[pi]) / bound;
+		t->fgain[pi][1]++;
+	}
+}
+
+/* Index of query i's nearest row in B (exact squared distances). */
+static int64_t nearest(const rows *Q, int64_t i, const rows *B)
+{
+	int64_t d = Q->d, best = 0;
+	long double bv = INFINITY;
+
+	for (int64_t j = 0; j < B->n; j++) {
+		exact ex = exact_of(Q->x + i * d, B->x + j * d, d, Q->n2[i],
+				    B->n2[j]);
+
+		if (ex.sq < bv) {
+			bv = ex.sq;
+			best = j;
+		}
+	}
+	return best;
 }
 
 static float alpha_of(xj_metric m)
@@ -274,29 +345,42 @@ static void check_emulated(tally *t, const rows *Q, const rows *B,
 			for (int64_t e = 0; e < B->n * d; e++)
 				fb[h][e] = (float)packed_value(p, &rb[h], d, e);
 		}
-		for (int64_t i = 0; i < Q->n; i++)
+		for (int64_t i = 0; i < Q->n; i++) {
+			int64_t jn = nearest(Q, i, B);
+
 			for (int64_t j = 0; j < B->n; j++)
-				for (int mi = 0; mi < 4; mi++) {
-					xj_metric m = metrics[mi];
+				/* mi = 4: l2's tile folded */
+				for (int mi = 0; mi < 5; mi++) {
+					int fold = mi == 4;
+					xj_metric m = metrics[fold ? 0 : mi];
 					int h = m == XJ_METRIC_COSINE;
 					const int8_t *q8 = (const int8_t *)rq[h].x + i * d;
 					const int8_t *b8 = (const int8_t *)rb[h].x + j * d;
-					float crow = crow_of(m, B, j);
+					float crow = fold ? (float)(B->n2[j] - 2.0 * rb[0].dot[j]) :
+						     crow_of(m, B, j);
 
 					if (p == XJ_PREC_INT8) {
 						int64_t acc = 0;
 						float ar = alpha_of(m) *
 							   rq[h].scale[i];
+						float g;
 
 						for (int64_t e = 0; e < d; e++)
 							acc += (int64_t)q8[e] * b8[e];
 						/* oneDNN's float tile, scaled
 						 * as cpu_gemm.c does */
-						check_value(t, pi, mi, Q, i, B, j,
-							    crow + (float)acc *
-							    (rb[h].scale[j] * ar),
-							    rq[h].err[i], rb[h].err[j],
-							    where);
+						g = crow + (float)acc *
+						    (rb[h].scale[j] * ar);
+						if (fold)
+							check_folded(t, pi, Q, i, B, j, g,
+								     rq[0].dot[i],
+								     rq[0].err[i],
+								     rb[0].err[j],
+								     j == jn, where);
+						else
+							check_value(t, pi, mi, Q, i, B, j,
+								    g, rq[h].err[i],
+								    rb[h].err[j], where);
 						continue;
 					}
 					for (int a = 0; a < NACC; a++) {
@@ -305,11 +389,20 @@ static void check_emulated(tally *t, const rows *Q, const rows *B,
 								    d, (accmode)a);
 						float g = alpha_of(m) * acc + crow;
 
-						check_value(t, pi, mi, Q, i, B, j, g,
-							    rq[h].err[i],
-							    rb[h].err[j], where);
+						if (fold)
+							check_folded(t, pi, Q, i, B, j, g,
+								     rq[0].dot[i],
+								     rq[0].err[i],
+								     rb[0].err[j],
+								     j == jn && a == 0,
+								     where);
+						else
+							check_value(t, pi, mi, Q, i, B, j,
+								    g, rq[h].err[i],
+								    rb[h].err[j], where);
 					}
 				}
+		}
 		for (int h = 0; h < 2; h++) {
 			cpu_gemm_rows_free(&rq[h]);
 			cpu_gemm_rows_free(&rb[h]);
@@ -333,8 +426,10 @@ static void check_onednn(tally *t, const rows *Q, const rows *B,
 
 		if (!runs_here(p, d))
 			continue;
-		for (int mi = 0; mi < 4; mi++) {
-			xj_metric m = metrics[mi];
+		/* mi = 4: l2's tile folded */
+		for (int mi = 0; mi < 5; mi++) {
+			int fold = mi == 4;
+			xj_metric m = metrics[fold ? 0 : mi];
 			int h = m == XJ_METRIC_COSINE;
 			cpu_gemm_rows rq = { 0 }, rb = { 0 };
 			cpu_gemm *g = NULL;
@@ -346,7 +441,8 @@ static void check_onednn(tally *t, const rows *Q, const rows *B,
 			cpu_gemm_pack(p, h ? Q->hat : Q->x, Q->n, d, &rq, 1);
 			cpu_gemm_pack(p, h ? B->hat : B->x, B->n, d, &rb, 1);
 			for (int64_t j = 0; j < B->n; j++)
-				crow[j] = crow_of(m, B, j);
+				crow[j] = fold ? (float)(B->n2[j] - 2.0 * rb.dot[j]) :
+					  crow_of(m, B, j);
 			for (int64_t e = 0; e < n; e++)
 				out[e] = NAN;
 			CU_ASSERT_FATAL(cpu_gemm_create(p, d, alpha_of(m),
@@ -355,11 +451,21 @@ static void check_onednn(tally *t, const rows *Q, const rows *B,
 			if (cpu_gemm_tile(g, 0, NULL, &rq, 0, NULL, &rb, 0, Q->n,
 					  B->n, crow, out, &st))
 				printf("\n  %s", st.msg);
-			for (int64_t i = 0; i < Q->n; i++)
+			for (int64_t i = 0; i < Q->n; i++) {
+				int64_t jn = fold ? nearest(Q, i, B) : -1;
+
 				for (int64_t j = 0; j < B->n; j++)
-					check_value(t, pi, mi, Q, i, B, j,
-						    out[i * B->n + j], rq.err[i],
-						    rb.err[j], where);
+					if (fold)
+						check_folded(t, pi, Q, i, B, j,
+							     out[i * B->n + j],
+							     rq.dot[i], rq.err[i],
+							     rb.err[j], j == jn, where);
+					else
+						check_value(t, pi, mi, Q, i, B, j,
+							    out[i * B->n + j],
+							    rq.err[i], rb.err[j],
+							    where);
+			}
 			cpu_gemm_free(g);
 			cpu_gemm_rows_free(&rq);
 			cpu_gemm_rows_free(&rb);
@@ -379,6 +485,10 @@ static void tally_print(const tally *t, const char *title)
 			printf("  %s %9.3g", metric_names[mi],
 			       t->worst[pi][mi] > 0 ? 1 / t->worst[pi][mi] :
 			       INFINITY);
+		printf("  l2 folded %9.3g (nearest pairs: %.3gx narrower)",
+		       t->fworst[pi] > 0 ? 1 / t->fworst[pi] : INFINITY,
+		       t->fgain[pi][1] > 0 ? t->fgain[pi][0] / t->fgain[pi][1] :
+		       NAN);
 	}
 }
 
@@ -568,21 +678,28 @@ static void test_topk_bits(void)
 							&cfg, q, nq, b, nb, 7, 233,
 							0, key0, idx0, NULL));
 					}
-					for (int pi = 0; pi < NLOW; pi++) {
+					/* fo: l2's folded bound decided, off, on */
+					for (int r = 0; r < 3 * NLOW; r++) {
+						int pi = r / 3, fo = r % 3;
+
 						if (!runs_here(lowps[pi], d))
 							continue;
 						want_prec = lowps[pi];
+						if (fo)
+							setenv("XJ_CPU_FOLD",
+							       fo == 1 ? "0" : "1", 1);
 						CU_ASSERT_FATAL(!contract_topk(create_prec,
 							&cfg, q, nq, b, nb, 7, 233, 0,
 							key1, idx1, NULL));
+						unsetenv("XJ_CPU_FOLD");
 						runs++;
 						for (int64_t e = 0; e < nq * k; e++) {
 							if (same_f32(key0[e], key1[e]) &&
 							    idx0[e] == idx1[e])
 								continue;
 							if (bad++ < 4)
-								printf("\n  %s %s %s d=%lld thr=%d entry %lld: (%.9g, %lld) vs fp32 (%.9g, %lld)",
-								       precision_name(lowps[pi]),
+								printf("\n  %s fold %d %s %s d=%lld thr=%d entry %lld: (%.9g, %lld) vs fp32 (%.9g, %lld)",
+								       precision_name(lowps[pi]), fo,
 								       metric_names[mi],
 								       kind_names[k8], (long long)d,
 								       thr, (long long)e, key1[e],
