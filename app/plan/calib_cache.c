@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #define CACHE_FILE "precision.ini"
-#define CACHE_FORMAT "2"   /* 1: models of three numbers */
+/* 1: models of three numbers; 2: candidate costs before l2's folded
+ * bound and K kept at each push (kernels/cpu/cpu_topk.c) */
+#define CACHE_FORMAT "3"
 #define CACHE_MAX_ENTRIES 256
 
 void calib_cache_path(char *buf, size_t n)

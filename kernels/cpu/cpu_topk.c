@@ -441,13 +441,15 @@ static int64_t cand_global(const cpu_backend *c, const xj_rows *b, int64_t j)
 /* ---- the k smallest key bounds ------------------------------------ */
 
 /*
- * Each query keeps the k smallest upper bounds of the keys of the pairs
- * it met in this stream, as a max-heap (hk, hn): pending pairs' up when
- * pushed, the exact keys after a merge. Their largest is a K of the file
- * comment ("Deferred rescoring", 1) once there are k of them: distinct
- * pairs, each key below its bound. A pair dropped later still counts (it
- * was seen, its key is below its bound). So the gate follows every push
- * instead of being found again from the pending list at each prune.
+ * K of the file comment ("Deferred rescoring", 1). Each query keeps the
+ * k smallest upper bounds of the keys of the pairs it met in this
+ * stream, as a max-heap (hk, hn): pending pairs' up when pushed, the
+ * exact keys after a merge. Their largest is a K once there are k of
+ * them: distinct pairs, each key below its bound; a pair dropped later
+ * still counts (it was seen, its key is below its bound). A prune takes
+ * it (kbound_set). (Before, each prune selected K anew from the exact
+ * list and the pending pairs' up: 13% more of a 200,000-row self-join,
+ * the same time at k = 1,000: docs/performance.md.)
  */
 static void heap_down(float *h, int64_t n, int64_t p)
 {
@@ -496,8 +498,8 @@ static int kbound_set(cpu_backend *c, int64_t i, float kth)
 	return 1;
 }
 
-/* Key bound u of a pair query i meets. Returns 1 when its gate moved. */
-static int bound_add(cpu_backend *c, int64_t i, float u)
+/* Key bound u of a pair query i meets. */
+static void bound_add(cpu_backend *c, int64_t i, float u)
 {
 	int64_t k = c->cfg.k, n = c->hn[i];
 	float *h = c->hk + i * k;
@@ -505,16 +507,11 @@ static int bound_add(cpu_backend *c, int64_t i, float u)
 	if (n < k) {
 		h[n] = u;
 		heap_up(h, n);
-		c->hn[i] = ++n;
-		if (n < k)
-			return 0;
+		c->hn[i] = n + 1;
 	} else if (u < h[0]) {
 		h[0] = u;
 		heap_down(h, k, 0);
-	} else {
-		return 0;
 	}
-	return kbound_set(c, i, h[0]);
 }
 
 /*
@@ -603,11 +600,21 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 
 /* ---- deferred rescoring -------------------------------------------- */
 
-static int float_cmp(const void *pa, const void *pb)
+/* nextafterf(f, dir * INFINITY) for f not NaN and not already the
+ * infinity of dir, inline: the scan's bounds take one or two of these a
+ * pushed pair. The float after (before) f is one unit of the bit pattern
+ * further from (nearer to) zero for f > 0 (f < 0), and the smallest
+ * subnormal of dir's sign after a zero. */
+static inline float float_step(float f, int dir)
 {
-	float a = *(const float *)pa, b = *(const float *)pb;
+	uint32_t u;
 
-	return (a > b) - (a < b);
+	if (f == 0)
+		return dir > 0 ? 0x1p-149f : -0x1p-149f;
+	memcpy(&u, &f, sizeof(u));
+	u = (f > 0) == (dir > 0) ? u + 1 : u - 1;
+	memcpy(&f, &u, sizeof(f));
+	return f;
 }
 
 /* Smallest float >= x (x finite or +inf). */
@@ -616,7 +623,7 @@ static float float_up(double x)
 	float f = (float)x;
 
 	if ((double)f < x)
-		f = nextafterf(f, INFINITY);
+		f = float_step(f, 1);
 	return f;
 }
 
@@ -626,7 +633,7 @@ static float float_down(double x)
 	float f = (float)x;
 
 	if ((double)f > x)
-		f = nextafterf(f, -INFINITY);
+		f = float_step(f, -1);
 	return f;
 }
 
@@ -686,31 +693,39 @@ static double slack_up(double x, double mag)
  * err; the key is that score rounded to nearest (l2: after a correctly
  * rounded sqrt), both monotone, so key <= up.
  */
+/* The folded bound's part of pend_bounds: a - s within lin sqrt(s) + abs
+ * (metric_err_bound_folded), so s lies between the squares below, h =
+ * lin / 2; both sums are of terms below mag, each operation's error below
+ * 2^-52 of it. Returns the upper bound of s; *lo gets the lower one less
+ * off, rounded down. */
+static __attribute__((noinline)) double folded_bounds(float g, double off,
+						      metric_err2 err,
+						      float *lo)
+{
+	double a = (double)g + off, h = err.lin / 2;
+	double hi = a + err.abs, lw = a - err.abs;
+	double r = h + sqrt(h * h + (hi > 0 ? hi : 0));
+	double q = lw > 0 ? sqrt(h * h + lw) - h : 0;
+	double mag = fabs((double)g) + fabs(off) + err.abs + h * h + r * r;
+
+	q = q > 0 ? q * q : 0;
+	*lo = float_down(-slack_up(off - q, mag));
+	return slack_up(r * r, mag);
+}
+
 static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
 			    metric_err2 err)
 {
-	double a = (double)g + off, u;
+	double u;
 	pend_ent e;
 
 	if (err.lin == 0) {
-		u = slack_up(a + err.abs, fabs((double)g) + fabs(off) +
-			     err.abs);
+		u = slack_up((double)g + off + err.abs, fabs((double)g) +
+			     fabs(off) + err.abs);
 		e.lo = float_down(-slack_up(err.abs - (double)g,
 					    err.abs + fabs((double)g)));
 	} else {
-		/* a - s within lin sqrt(s) + abs (metric_err_bound_folded):
-		 * s between the squares below, h = lin / 2; both sums are
-		 * of terms below mag, each operation's error below 2^-52
-		 * of it */
-		double h = err.lin / 2, hi = a + err.abs, lo = a - err.abs;
-		double r = h + sqrt(h * h + (hi > 0 ? hi : 0));
-		double q = lo > 0 ? sqrt(h * h + lo) - h : 0;
-		double mag = fabs((double)g) + fabs(off) + err.abs + h * h +
-			     r * r;
-
-		u = slack_up(r * r, mag);
-		q = q > 0 ? q * q : 0;
-		e.lo = float_down(-slack_up(off - q, mag));
+		u = folded_bounds(g, off, err, &e.lo);
 	}
 	if (m == XJ_METRIC_L2)
 		u = sqrt(u > 0 ? u : 0);
@@ -720,69 +735,23 @@ static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
 }
 
 /*
- * A value K with at least k of the n values v (distinct pairs' key
- * bounds, finite or +inf) <= K, as small as the values allow: the k-th
- * smallest, found without sorting them all. The values below hi (an
- * upper bound on the answer) are counted into NBINS bins by a monotone
- * map; the bin where the count reaches k is sorted alone. Returns hi
- * when fewer than k values lie below it.
- */
-#define NBINS 64
-static float kth_smallest(const float *v, int64_t n, int64_t k, float hi,
-			  float *scratch)
-{
-	int64_t cnt[NBINS] = { 0 }, below = 0, nb = 0, bin;
-	float lo = hi, kth = -INFINITY;
-	double scale;
-
-	for (int64_t p = 0; p < n; p++)
-		if (v[p] < hi) {
-			below++;
-			lo = v[p] < lo ? v[p] : lo;
-		}
-	if (below < k)
-		return hi;
-	/* (hi - lo) is finite, or hi = +inf: everything in bin 0 */
-	scale = hi == INFINITY ? 0 : NBINS / ((double)hi - lo);
-	if (!(scale < INFINITY))
-		scale = 0;    /* hi - lo subnormal */
-	for (int64_t p = 0; p < n; p++)
-		if (v[p] < hi) {
-			bin = (int64_t)(((double)v[p] - lo) * scale);
-			cnt[bin < NBINS ? bin : NBINS - 1]++;
-		}
-	for (bin = 0; k > cnt[bin]; bin++)
-		k -= cnt[bin];
-	/* k-th smallest of bin `bin`, and the largest of the bins below */
-	for (int64_t p = 0; p < n; p++) {
-		int64_t b;
-
-		if (!(v[p] < hi))
-			continue;
-		b = (int64_t)(((double)v[p] - lo) * scale);
-		b = b < NBINS ? b : NBINS - 1;
-		if (b == bin)
-			scratch[nb++] = v[p];
-		else if (b < bin && v[p] > kth)
-			kth = v[p];
-	}
-	qsort(scratch, (size_t)nb, sizeof(float), float_cmp);
-	return scratch[k - 1] > kth ? scratch[k - 1] : kth;
-}
-
-/*
- * Drop the pending pairs of query i that its gate rules out (file
- * comment, "Deferred rescoring", 2), without rescoring any; the gate is
- * already as tight as the pairs seen allow (bound_add).
+ * Tighten the gate of query i from the bounds of the pairs it met, then
+ * drop the pending pairs the tighter gate rules out (file comment,
+ * "Deferred rescoring"), without rescoring any.
  */
 void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 {
 	int64_t np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
-	double gate = c->gate[i], off = row_offset(c, i);
-	float thr = float_up(slack_up(gate - off, fabs(gate) + fabs(off)));
+	int64_t k = c->cfg.k;
+	double gate, off = row_offset(c, i);
+	float thr;
 
 	(void)t;
+	if (c->hn[i] == k)
+		kbound_set(c, i, c->hk[i * k]);
+	gate = c->gate[i];
+	thr = float_up(slack_up(gate - off, fabs(gate) + fabs(off)));
 	for (int64_t p = 0; p < np; p++)
 		if (pend[p].lo <= thr)
 			pend[keep++] = pend[p];
@@ -893,15 +862,14 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
 		      float g, double off, metric_err2 err, const xj_rows *b)
 {
 	pend_ent e;
-	int moved;
 
 	if (c->cfg.self && cand_global(c, b, j) == c->qfirst + i)
 		return 0;
 	e = pend_bounds(c->cfg.metric, j, g, off, err);
 	c->pend[i * c->cap + c->npend[i]++] = e;
-	moved = bound_add(c, i, e.up);
+	bound_add(c, i, e.up);
 	if (c->npend[i] < c->cap)
-		return moved;
+		return 0;
 	cpu_query_prune(c, t, i);
 	if (c->npend[i] > c->cap - c->cap / 4)
 		query_flush(c, t, i, b);
@@ -1324,7 +1292,9 @@ static int fold_decide(const cpu_backend *c, const xj_rows *b)
 	int64_t total = c->cfg.shard_rows > b->rows ? c->cfg.shard_rows :
 			b->rows;
 	int64_t kk = (c->cfg.k * nb + total - 1) / total;
-	float bmax = 0, emax = 0, dist[FOLD_B], scratch[FOLD_B];
+
+	kk = kk < 1 ? 1 : kk > nb ? nb : kk;
+	float bmax = 0, emax = 0, h[FOLD_B];
 	double folded = 0, plain = 0;
 
 	if (nq == 0 || nb == 0)
@@ -1343,6 +1313,7 @@ static int fold_decide(const cpu_backend *c, const xj_rows *b)
 							c->prec);
 		double x;
 
+		/* the kk smallest squared distances in a max-heap */
 		for (int64_t t = 0; t < nb; t++) {
 			int64_t j = t * b->rows / nb;
 			const float *r = b->x + j * d;
@@ -1353,12 +1324,16 @@ static int fold_decide(const cpu_backend *c, const xj_rows *b)
 				continue;
 			for (int64_t e2 = 0; e2 < d; e2++)
 				acc += (q[e2] - r[e2]) * (q[e2] - r[e2]);
-			dist[n++] = acc;
+			if (n < kk) {
+				h[n] = acc;
+				heap_up(h, n++);
+			} else if (acc < h[0]) {
+				h[0] = acc;
+				heap_down(h, n, 0);
+			}
 		}
 		/* a range join (k = 0): its pairs lie within the threshold */
-		x = n == 0 || c->cfg.k < 1 ? INFINITY :
-		    kth_smallest(dist, n, kk < n ? (kk > 0 ? kk : 1) : n,
-				 INFINITY, scratch);
+		x = n == 0 || c->cfg.k < 1 ? INFINITY : h[0];
 		x = x < c->gate0 ? x : c->gate0;
 		folded += e.lin * sqrt(x) + e.abs;
 		plain += metric_err_bound_rows(c->cfg.metric, d, c->qnorm[i],

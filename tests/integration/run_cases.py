@@ -1523,7 +1523,7 @@ def _resume_matrix(ctx):
 
 
 INROUND_BASE = 400000
-INROUND_QUERIES = 10000     # the half-way case; the others have twice as many
+INROUND_QUERIES = 20000     # the half-way case; the others have twice as many
 
 
 def _left_behind(out):
@@ -2404,7 +2404,7 @@ def case_calibration(ctx, ranks):
             "foreign": "[job]\nk = 10\n",
             "binary": "\x00\x01\xff garbage\n" * 4,
             "tampered": good.replace(".key = cpu", ".key = cpx"),
-            "older format": good.replace("format = 2", "format = 1"),
+            "older format": good.replace("format = 3", "format = 2"),
             "empty": "",
         }
         for name, text in bad.items():
