@@ -382,7 +382,8 @@ double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
  *   underflow                8 (d + 8) FLT_MIN, as above
  * and the canonical score s differs from s' by less than (d + 8) 2^-50
  * st^2 =: t^2, so X <= sqrt(s) + t. Hence |a - s| <= lin sqrt(s) + abs,
- * lin = 2 (qerr + berr) (raised by 2^-20) and abs the rest plus lin t.
+ * lin = 2 (qerr + berr) (raised by 2^-20) and abs the rest plus lin t
+ * (t <= (d + 8) 2^-25 st: no square root).
  * The norms and errors are raised by 2^-20 as for metric_err_bound_rows.
  * Callers use it through the pair's score bounds: s <= g implies a <= g
  * + lin sqrt(g) + abs (the scan threshold), and from a, s lies between
@@ -408,8 +409,8 @@ metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 	e.lin = 2.0 * (dq + db) * PREC_SLACK;
 	e.abs = 2.0 * dq * db + 2.0 * acc * (qn + dq) * (bn + db) +
 		(2.0 * U32 * (1.0 + acc) + dbl) * st * st +
-		2.0 * dbl * (qn * dq + bn * db) + e.lin * sqrt(dbl) * st +
-		8.0 * (n + 8.0) * FLT_MIN;
+		2.0 * dbl * (qn * dq + bn * db) +
+		e.lin * (n + 8.0) * 0x1p-25 * st + 8.0 * (n + 8.0) * FLT_MIN;
 	return e;
 }
 
