@@ -638,7 +638,7 @@ static float float_down(double x)
 }
 
 /* c_i of the file comment: the part of the approx value sgemm leaves out
- * (folded: less twice the row's rounding product, cpu_fold_n2). */
+ * (folded: less twice the row's rounding product, fold_n2). */
 static double row_offset(const cpu_backend *c, int64_t i)
 {
 	if (cpu_folded(c))
@@ -687,12 +687,6 @@ static double slack_up(double x, double mag)
 	return x + mag * 0x1p-40;
 }
 
-/*
- * Bounds of a pair with tile value g, for query offset off and error
- * bound err (file comment): the canonical double score is <= g + off +
- * err; the key is that score rounded to nearest (l2: after a correctly
- * rounded sqrt), both monotone, so key <= up.
- */
 /* The folded bound's part of pend_bounds: a - s within lin sqrt(s) + abs
  * (metric_err_bound_folded), so s lies between the squares below, h =
  * lin / 2; both sums are of terms below mag, each operation's error below
@@ -713,6 +707,12 @@ static __attribute__((noinline)) double folded_bounds(float g, double off,
 	return slack_up(r * r, mag);
 }
 
+/*
+ * Bounds of a pair with tile value g, for query offset off and error
+ * bound err (file comment): the canonical double score is <= g + off +
+ * err; the key is that score rounded to nearest (l2: after a correctly
+ * rounded sqrt), both monotone, so key <= up.
+ */
 static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
 			    metric_err2 err)
 {
