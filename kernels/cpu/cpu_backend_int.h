@@ -279,7 +279,7 @@ void cpu_range_free(cpu_backend *c);
  * rescoring of a tile's survivors once the chunk is done; query rows per
  * tile */
 #define PRUNE_MIN(k) ((k) / 2 + 1)  /* pending pairs worth a prune */
-void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i);
+void cpu_query_prune(cpu_backend *c, int64_t i);
 /* One side of a self-join's pair tile: its rows are the queries q0 + r
  * and, for the other side's queries, the candidates cand0 + step r
  * (chunk rows: cand0 = j, step 1; query rows: cand0 = -1 - i, step -1);

@@ -739,7 +739,7 @@ static pend_ent pend_bounds(xj_metric m, int64_t j, float g, double off,
  * drop the pending pairs the tighter gate rules out (file comment,
  * "Deferred rescoring"), without rescoring any.
  */
-void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
+void cpu_query_prune(cpu_backend *c, int64_t i)
 {
 	int64_t np = c->npend[i], keep = 0;
 	pend_ent *pend = c->pend + i * c->cap;
@@ -747,7 +747,6 @@ void cpu_query_prune(cpu_backend *c, cpu_thread *t, int64_t i)
 	double gate, off = row_offset(c, i);
 	float thr;
 
-	(void)t;
 	if (c->hn[i] == k)
 		kbound_set(c, i, c->hk[i * k]);
 	gate = c->gate[i];
@@ -870,7 +869,7 @@ static int query_push(cpu_backend *c, cpu_thread *t, int64_t i, int64_t j,
 	bound_add(c, i, e.up);
 	if (c->npend[i] < c->cap)
 		return 0;
-	cpu_query_prune(c, t, i);
+	cpu_query_prune(c, i);
 	if (c->npend[i] > c->cap - c->cap / 4)
 		query_flush(c, t, i, b);
 	return 1;
@@ -906,7 +905,7 @@ static void seed_row(cpu_backend *c, cpu_thread *t, int64_t i, float *g,
 		query_push(c, t, i, j0 + step * best, g[best], off, err, b);
 		g[best] = NAN;
 	}
-	cpu_query_prune(c, t, i);
+	cpu_query_prune(c, i);
 }
 
 /* Scan row i of the tile g: its nb values are the candidates j0 + step
@@ -1166,7 +1165,7 @@ int cpu_tile_cols(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 		/* tighten the gates for the next sub-tile */
 		for (int64_t i = i0; i < i1; i++)
 			if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
-				cpu_query_prune(c, t, i);
+				cpu_query_prune(c, i);
 		j0 = end;
 	}
 	return XJ_OK;
@@ -1179,7 +1178,7 @@ void cpu_tile_finish(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 {
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i])
-			cpu_query_prune(c, t, i);
+			cpu_query_prune(c, i);
 	tile_flush(c, t, i0, i1, 1, b);
 }
 

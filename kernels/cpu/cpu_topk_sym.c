@@ -135,11 +135,11 @@ static void tile_add_row(float *g, const float *row, int64_t n)
 }
 
 /* Prune the rows [i0, i1) that gathered enough pending pairs. */
-static void rows_prune(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1)
+static void rows_prune(cpu_backend *c, int64_t i0, int64_t i1)
 {
 	for (int64_t i = i0; i < i1; i++)
 		if (c->npend[i] - c->nkept[i] >= PRUNE_MIN(c->cfg.k))
-			cpu_query_prune(c, t, i);
+			cpu_query_prune(c, i);
 }
 
 /*
@@ -228,8 +228,8 @@ static int blocks_run(cpu_backend *c, cpu_thread *t, const pair_blk *a,
 			cpu_scan_row_side(c, t, e->side.q0 + j, t->gt + j * na,
 					  &a->side, na, b);
 	}
-	rows_prune(c, t, a->side.q0, a->side.q0 + na);
-	rows_prune(c, t, e->side.q0, e->side.q0 + nb);
+	rows_prune(c, a->side.q0, a->side.q0 + na);
+	rows_prune(c, e->side.q0, e->side.q0 + nb);
 	return XJ_OK;
 }
 
