@@ -340,6 +340,14 @@ double metric_err_bound_prec(xj_metric m, int64_t d, double qnorm,
  * of cosine rows, the canonical double path, underflow) are those of
  * metric_err_bound_prec. INFINITY when d is too large for the model.
  */
+/* The accumulation factor of the CPU's rounded rows (above): int8's
+ * exact sums and float scaling, or bf16's float32 accumulation. */
+static double rows_acc(xj_precision p, double n)
+{
+	return p == XJ_PREC_INT8 ? 7.0 * U32 :
+	       6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+}
+
 double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 			     double bnorm, double qerr, double berr,
 			     xj_precision p)
@@ -350,8 +358,7 @@ double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
 		return metric_err_bound(m, d, qnorm, bnorm);
 	if (12.0 * n * U32 >= 1.0)
 		return INFINITY;
-	acc = p == XJ_PREC_INT8 ? 7.0 * U32 :
-	      6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+	acc = rows_acc(p, n);
 	return err_from_inputs(m, n, qnorm * PREC_SLACK, bnorm * PREC_SLACK,
 			       qerr * PREC_SLACK, berr * PREC_SLACK, acc);
 }
@@ -398,8 +405,7 @@ metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 
 	if ((p != XJ_PREC_BF16 && p != XJ_PREC_INT8) || 12.0 * n * U32 >= 1.0)
 		return e;
-	acc = p == XJ_PREC_INT8 ? 7.0 * U32 :
-	      6.0 * n * U32 / (1.0 - 6.0 * n * U32);
+	acc = rows_acc(p, n);
 	qn = qnorm * PREC_SLACK;
 	bn = bnorm * PREC_SLACK;
 	dq = qerr * PREC_SLACK;

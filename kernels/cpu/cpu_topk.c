@@ -481,6 +481,13 @@ static void heap_up(float *h, int64_t p)
 	h[p] = v;
 }
 
+/* sqrt(max(gate, 0)): the square root the folded bound takes at a gate
+ * (kept with each query's gate in gsq). */
+static double gate_sqrt(double gate)
+{
+	return sqrt(gate > 0 ? gate : 0);
+}
+
 /* A new K for query i: its gate, when tighter (every gate ever derived
  * stays valid: keep the tightest). Returns 1 when the gate moved. */
 static int kbound_set(cpu_backend *c, int64_t i, float kth)
@@ -494,7 +501,7 @@ static int kbound_set(cpu_backend *c, int64_t i, float kth)
 	if (!(g < c->gate[i]))
 		return 0;
 	c->gate[i] = g;
-	c->gsq[i] = sqrt(g > 0 ? g : 0);
+	c->gsq[i] = gate_sqrt(g);
 	return 1;
 }
 
@@ -671,13 +678,11 @@ static metric_err2 row_err(const cpu_backend *c, int64_t i, int64_t s)
 	return cpu_side_err(c, i, c->submax[s], c->subemax[s]);
 }
 
-/* The bound e at scores up to gate: every pair with score <= gate has
- * |a - s| <= this (e.lin sqrt(s) grows with s). */
-static double err_at(metric_err2 e, double gate)
+/* The bound e at scores up to a gate whose gate_sqrt is sg: every pair
+ * with score <= gate has |a - s| <= this (e.lin sqrt(s) grows with s). */
+static double err_at(metric_err2 e, double sg)
 {
-	if (e.lin == 0)
-		return e.abs;
-	return e.abs + e.lin * sqrt(gate > 0 ? gate : 0);
+	return e.lin == 0 ? e.abs : e.abs + e.lin * sg;
 }
 
 /* x plus a relative 2^-40 of mag: covers the rounding of the few double
@@ -846,9 +851,7 @@ static float row_threshold(const cpu_backend *c, int64_t i, metric_err2 err)
 
 	if (gate == INFINITY)
 		return INFINITY;
-	/* err_at(err, gate), the square root kept with the gate */
-	return float_up(gate - row_offset(c, i) + err.abs +
-			(err.lin == 0 ? 0 : err.lin * c->gsq[i]));
+	return float_up(gate - row_offset(c, i) + err_at(err, c->gsq[i]));
 }
 
 /*
@@ -1236,7 +1239,7 @@ int cpu_topk_begin(xj_backend *be, const xj_rows *q, xj_status *st)
 	for (int64_t i = 0; i < q->rows; i++) {
 		if (!same) {
 			c->gate[i] = c->gate0;
-			c->gsq[i] = sqrt(c->gate0 > 0 ? c->gate0 : 0);
+			c->gsq[i] = gate_sqrt(c->gate0);
 			c->kbound[i] = INFINITY;
 		}
 		c->hn[i] = 0;
@@ -1279,8 +1282,8 @@ static void fold_n2(const double *n2, const double *dot, int64_t rows,
  * FOLD_B / (the rows streamed) rounded up, an estimate that is too large
  * rather than too small (so folding is chosen only where it pays on the
  * estimate), never above the threshold's distance (a range join's: the
- * threshold's). A few hundred microseconds; any answer gives the same
- * results.
+ * threshold's). The sample's distances come from one small sgemm; any
+ * answer gives the same results.
  */
 #define FOLD_Q 32
 #define FOLD_B 512
@@ -1291,54 +1294,74 @@ static int fold_decide(const cpu_backend *c, const xj_rows *b)
 	int64_t total = c->cfg.shard_rows > b->rows ? c->cfg.shard_rows :
 			b->rows;
 	int64_t kk = (c->cfg.k * nb + total - 1) / total;
-
-	kk = kk < 1 ? 1 : kk > nb ? nb : kk;
 	float bmax = 0, emax = 0, h[FOLD_B];
+	float *qs = NULL, *bs = NULL, *dot = NULL;
 	double folded = 0, plain = 0;
 
 	if (nq == 0 || nb == 0)
 		return 0;
+	kk = kk < 1 ? 1 : kk > nb ? nb : kk;
 	for (int64_t t = 0; t < nb; t++) {
 		int64_t j = t * b->rows / nb;
 
 		bmax = c->bnorm[j] > bmax ? c->bnorm[j] : bmax;
 		emax = c->bl.err[j] > emax ? c->bl.err[j] : emax;
 	}
+	/* the sample's dot products in one sgemm (a top-k; a range join's
+	 * pairs lie within its threshold, which is all it needs) */
+	if (c->cfg.k > 0) {
+		qs = malloc((size_t)(nq * d) * sizeof(float));
+		bs = malloc((size_t)(nb * d) * sizeof(float));
+		dot = malloc((size_t)(nq * nb) * sizeof(float));
+		if (!qs || !bs || !dot) {
+			free(qs);
+			free(bs);
+			free(dot);
+			return 0;    /* any answer gives the same lists */
+		}
+		for (int64_t s = 0; s < nq; s++)
+			memcpy(qs + s * d, c->qx + s * c->qrows / nq * d,
+			       (size_t)d * sizeof(float));
+		for (int64_t t = 0; t < nb; t++)
+			memcpy(bs + t * d, b->x + t * b->rows / nb * d,
+			       (size_t)d * sizeof(float));
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq,
+			    (int)nb, (int)d, 1.0f, qs, (int)d, bs, (int)d,
+			    0.0f, dot, (int)nb);
+	}
 	for (int64_t s = 0; s < nq; s++) {
 		int64_t i = s * c->qrows / nq, n = 0;
-		const float *q = c->qx + i * d;
 		metric_err2 e = metric_err_bound_folded(d, c->qnorm[i], bmax,
 							c->ql.err[i], emax,
 							c->prec);
-		double x;
+		double x = c->gate0;
 
 		/* the kk smallest squared distances in a max-heap */
-		for (int64_t t = 0; t < nb; t++) {
+		for (int64_t t = 0; dot && t < nb; t++) {
 			int64_t j = t * b->rows / nb;
-			const float *r = b->x + j * d;
-			float acc = 0;
+			float v = (float)(c->qq[i] + c->bb[j] -
+					  2.0 * dot[s * nb + t]);
 
-			if (c->cfg.self &&
-			    b->first_row + j == c->qfirst + i)
+			if (c->cfg.self && b->first_row + j == c->qfirst + i)
 				continue;
-			for (int64_t e2 = 0; e2 < d; e2++)
-				acc += (q[e2] - r[e2]) * (q[e2] - r[e2]);
 			if (n < kk) {
-				h[n] = acc;
+				h[n] = v;
 				heap_up(h, n++);
-			} else if (acc < h[0]) {
-				h[0] = acc;
+			} else if (v < h[0]) {
+				h[0] = v;
 				heap_down(h, n, 0);
 			}
 		}
-		/* a range join (k = 0): its pairs lie within the threshold */
-		x = n == 0 || c->cfg.k < 1 ? INFINITY : h[0];
-		x = x < c->gate0 ? x : c->gate0;
-		folded += e.lin * sqrt(x) + e.abs;
+		if (n > 0 && h[0] < x)
+			x = h[0];
+		folded += e.lin * gate_sqrt(x) + e.abs;
 		plain += metric_err_bound_rows(c->cfg.metric, d, c->qnorm[i],
 					       bmax, c->ql.err[i], emax,
 					       c->prec);
 	}
+	free(qs);
+	free(bs);
+	free(dot);
 	return folded < plain;
 }
 
@@ -1500,5 +1523,5 @@ int cpu_topk_end(xj_backend *be, float *key, int64_t *idx, xj_status *st)
 float cpu_row_thr(const cpu_backend *c, int64_t i, int64_t s, double gate)
 {
 	return float_up(gate - row_offset(c, i) + err_at(row_err(c, i, s),
-							 gate));
+							 gate_sqrt(gate)));
 }
