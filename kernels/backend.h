@@ -161,6 +161,9 @@ struct xj_backend {
 				 * spent on candidates: pruning, rescoring
 				 * and merging them (CPU top-k; 0 where not
 				 * timed) */
+	double rows_seconds;   /* of the compute's wall time, the part
+				* spent preparing base rows (norms,
+				* packing; CPU; 0 where not timed) */
 	double rescore_undecided; /* of them, pairs a parallel sum's bound
 				   * left to the canonical sum (CUDA) */
 	xj_ktime ktime[XJ_KTIME_MAX];   /* device time by kernel class */

@@ -21,9 +21,10 @@
 #define CALIB_MIN_FLOPS_CPU 50e9
 #define CALIB_MIN_FLOPS_GPU 1e13
 #define CALIB_MAX_CANDS 4
-/* A candidate whose first run of the pairs' shape takes this many times
- * the fastest one's so far is not measured further (measure). */
-#define CALIB_SLOWER 1.5
+/* A candidate whose first run takes this many times the fastest one's so
+ * far is not measured further (measure_parts, measure_shapes). */
+#define CALIB_SLOWER 1.3
+#define CALIB_REPS 2     /* a CPU candidate's runs (measure_parts) */
 
 /* A candidate and its cost model: a top-k of nq query rows against nb
  * base rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20) seconds
@@ -42,13 +43,11 @@ typedef struct cand {
 /* The fallback: fp32 through the BLAS (or cuBLAS). */
 #define FP32 ((cand){ .name = "fp32", .p = XJ_PREC_FP32 })
 
-/* The sample: the first rows of each input, 2q and 2b of them, and the
- * small sides q0 <= q and b0 <= b of the shapes that find the per-row
- * costs (measure). */
+/* The sample: the first rows of each input, 2q and 2b of them
+ * (measure). */
 typedef struct sample {
 	float *q, *b;
 	int64_t nq, nb;
-	int64_t q0, b0;
 } sample;
 
 static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
@@ -181,114 +180,233 @@ static int sample_read(const h5in_info *info, int64_t rows, int64_t d,
 	return st->code;
 }
 
-/* One run of the job's kind: query rows [0, nq) against base rows [0,
- * nb) of the sample. */
-static int sample_run(xj_backend *be, const sample *s, int64_t nq,
-		      int64_t nb, const xj_job *job, xj_command cmd,
-		      xj_status *st)
-{
-	xj_rows q = { s->q, nq, job->d, 0, 0 }, b = { s->b, nb, job->d, 0, 0 };
-	int64_t total = 0, *count, *idx;
-	float *key;
-	int rc;
+/* A run's part: its seconds and, of them, the backend's rescoring and
+ * base rows' preparation, and the pairs it rescored. */
+typedef struct shot {
+	double t, rescore_s, rows_s, rescored;
+} shot;
 
-	if (cmd == XJ_CMD_TOPK) {
-		key = malloc(sizeof(float) * (size_t)(nq * job->k + 1));
-		idx = malloc(sizeof(int64_t) * (size_t)(nq * job->k + 1));
-		rc = !key || !idx ? xj_fail(st, XJ_EXIT_RESOURCE, "out of memory") :
-		     be->topk_begin(be, &q, st) || be->topk_add(be, &b, st) ||
-		     be->topk_end(be, key, idx, st) ? st->code : XJ_OK;
-		free(key);
-		free(idx);
-		return rc;
-	}
-	count = malloc(sizeof(int64_t) * (size_t)(nq + 1));
-	if (!count)
-		return xj_fail(st, XJ_EXIT_RESOURCE, "out of memory");
-	if (be->range_begin(be, &q, st) || be->range_add(be, &b, st) ||
-	    be->range_end(be, count, st)) {
-		free(count);
-		return st->code;
-	}
-	for (int64_t i = 0; i < nq; i++)
-		total += count[i];
-	free(count);
-	key = malloc(sizeof(float) * (size_t)(total + 1));
-	idx = malloc(sizeof(int64_t) * (size_t)(total + 1));
-	rc = !key || !idx ? xj_fail(st, XJ_EXIT_RESOURCE, "out of memory") :
-	     be->range_take(be, idx, key, st);
-	free(key);
-	free(idx);
-	return rc;
+static shot shot_now(const xj_backend *be)
+{
+	return (shot){ MPI_Wtime(), be->rescore_seconds, be->rows_seconds,
+		       be->rescored_pairs };
 }
 
-/* A shape's best run: its seconds, the part of them the backend spent
- * rescoring candidates, and the pairs it rescored. */
-typedef struct shot {
-	double t, rescore_s, rescored;
-} shot;
+/* What the backend did since a (shot_now), into *out when out is set. */
+static void shot_since(shot *out, const xj_backend *be, shot a)
+{
+	shot z = shot_now(be);
+
+	if (out)
+		*out = (shot){ z.t - a.t, z.rescore_s - a.rescore_s,
+			       z.rows_s - a.rows_s, z.rescored - a.rescored };
+}
+
+/*
+ * One run of the job's kind: query rows [0, nq) against base rows [0,
+ * nb) of the sample, passed in `chunks` equal parts as the driver passes
+ * base chunks. With p set, p[0] is the query rows' begin, p[1 + i] the
+ * i-th part's add and p[chunks + 1] the end (a range join's take too);
+ * the run stops after the first part, *stopped set, when the begin and
+ * that part took more than limit seconds.
+ */
+static int sample_run(xj_backend *be, const sample *s, int64_t nq,
+		      int64_t nb, int chunks, const xj_job *job,
+		      xj_command cmd, shot *p, double limit, int *stopped,
+		      xj_status *st)
+{
+	xj_rows q = { s->q, nq, job->d, 0, 0 };
+	int topk = cmd == XJ_CMD_TOPK;
+	int64_t total = 0, *count = NULL, *idx = NULL;
+	float *key = NULL;
+	shot a = shot_now(be);
+
+	if (topk ? be->topk_begin(be, &q, st) : be->range_begin(be, &q, st))
+		return st->code;
+	shot_since(p, be, a);
+	for (int i = 0; i < chunks; i++) {
+		int64_t j0 = nb * i / chunks, j1 = nb * (i + 1) / chunks;
+		xj_rows b = { s->b + j0 * job->d, j1 - j0, job->d, j0, 0 };
+
+		a = shot_now(be);
+		if (topk ? be->topk_add(be, &b, st) : be->range_add(be, &b, st))
+			return st->code;
+		shot_since(p ? &p[1 + i] : NULL, be, a);
+		if (p && i == 0 && p[0].t + p[1].t > limit) {
+			*stopped = 1;
+			return XJ_OK;   /* the backend is released unended */
+		}
+	}
+	a = shot_now(be);
+	if (topk) {
+		key = malloc(sizeof(float) * (size_t)(nq * job->k + 1));
+		idx = malloc(sizeof(int64_t) * (size_t)(nq * job->k + 1));
+		if (key && idx)
+			be->topk_end(be, key, idx, st);
+	} else if ((count = malloc(sizeof(int64_t) * (size_t)(nq + 1))) &&
+		   be->range_end(be, count, st) == XJ_OK) {
+		for (int64_t i = 0; i < nq; i++)
+			total += count[i];
+		key = malloc(sizeof(float) * (size_t)(total + 1));
+		idx = malloc(sizeof(int64_t) * (size_t)(total + 1));
+		if (key && idx)
+			be->range_take(be, idx, key, st);
+	}
+	if (!st->code && (!key || !idx))
+		xj_fail(st, XJ_EXIT_RESOURCE, "calibration: out of memory");
+	shot_since(p ? &p[chunks + 1] : NULL, be, a);
+	free(count);
+	free(key);
+	free(idx);
+	return st->code;
+}
 
 /* Best of reps timed runs of one shape. */
 static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
 		       int64_t nb, const xj_job *job, xj_command cmd, int reps,
 		       xj_status *st)
 {
-	shot best = { INFINITY, 0, 0 };
+	shot best = { INFINITY, 0, 0, 0 };
 
 	for (int rep = 0; rep < reps && !st->code; rep++) {
-		double t0 = MPI_Wtime(), r0 = be->rescore_seconds;
-		double n0 = be->rescored_pairs, dt;
+		shot a = shot_now(be), t;
 
-		if (sample_run(be, s, nq, nb, job, cmd, st))
+		if (sample_run(be, s, nq, nb, 1, job, cmd, NULL, INFINITY, NULL,
+			       st))
 			break;
-		dt = MPI_Wtime() - t0;
-		if (dt < best.t)
-			best = (shot){ dt, be->rescore_seconds - r0,
-				       be->rescored_pairs - n0 };
+		shot_since(&t, be, a);
+		if (t.t < best.t)
+			best = t;
 	}
 	return best;
 }
 
 /*
- * The candidate's model (after a warm-up run: oneDNN's and cuBLAS's first
- * calls choose and build their kernels), s->nq = 2q and s->nb = 2b rows.
+ * The candidates' models: a top-k's candidates first, where the backend
+ * times them (the CPU's top-k): a rescored pair costs r seconds (its
+ * pruning, rescoring and merging), and a query row rescores R(nb) = u +
+ * v log2(nb / 2^20) pairs, v the growth from b to 2b base rows (a
+ * top-k's candidates grow with the log of the rows seen, its bound's
+ * margin aside). A small sample rescores a far larger share of its pairs
+ * than the job will (at d = 768 int8 rescored 83 pairs a query of 1,024
+ * base rows, 327 of 100,000), so this part must not be read as per pair:
+ * it comes off the runs' times, and a gains r u, e = r v.
  *
- * The candidates first, where the backend times them (the CPU's top-k):
- * a rescored pair costs r seconds (its pruning, rescoring and merging),
- * and a query row rescores R(nb) = u + v log2(nb / 2^20) pairs, v the
- * growth from b to 2b base rows (a top-k's candidates grow with the log
- * of the rows seen, its bound's margin aside). A small sample rescores a
- * far larger share of its pairs than the job will (at d = 768 int8
- * rescored 83 pairs a query of 1,024 base rows, 327 of 100,000), so this
- * part must not be read as per pair: it comes off each run's time (T
- * below), and a gains r u, e = r v.
+ * On a CPU (measure_parts) one run of q query rows against the sample's
+ * 2b base rows in two parts, as the driver passes base chunks, gives the
+ * rest: c from the second part, whose gates the first part tightened
+ * (its seconds less its rescoring and its rows' preparation, which the
+ * backend times), b from that preparation, a from the query rows' begin
+ * and end. A part that starts from no gates pushes several times the
+ * candidates a pair the job does: the model that read one whole run as
+ * per pair (until 2026-11-27, seventh session, with small shapes for the
+ * per-row costs) put the pairs' part of a d = 768 int8 job at 2.9 to 4.7
+ * s where the job's took 2.15, and predicted 3.4 to 6.2 s for a job of
+ * 2.9 to 3.2 (docs/performance.md). Best of CALIB_REPS runs, part by
+ * part: a process's first run takes up to twice its second.
  *
- * Then the rest from S1 = (q, b), the pairs' shape (best of three runs,
- * the others of two), and the per-row costs from the differences
- * D1 = T(2q, b0) - T(q, b0) = a q + c q b0
- * and D2 = T(q0, 2b) - T(q0, b) = b b + c q0 b: with T1 = a q + b b +
- * c q b, c = (T1 - D1 - D2) / (q b - q b0 - q0 b). On a CPU q0 = q / 8
- * and b0 = b / 16, so c rests on the large run alone (a fit of three
- * shapes of the large size, c q b = T(2q, b) + T(q, 2b) - 2 T1, summed
- * the noise of four runs: at d = 768 its predictions of int8 wandered
- * from 3.4 to 6.0 s between runs) and the small runs cost a third of it;
- * on a GPU q0 = q and b0 = b (those three shapes), where uploads and
- * launches would weigh too much in small runs. Each term is kept >= 0.
+ * On a GPU (measure_shapes), where uploads and launches weigh too much
+ * in small runs, three shapes of the large size: S1 = (q, b) (best of
+ * three runs, the others of two), D1 = T(2q, b) - T1 = a q + c q b and
+ * D2 = T(q, 2b) - T1 = b b + c q b, so c q b = D1 + D2 - T1. Each term
+ * is kept >= 0.
  *
- * A candidate whose first S1 run takes CALIB_SLOWER times *best, the
- * fastest S1 so far, stops there (cd->slower): on the 2-core VM fp32's
- * runs took 1.7 to 2.5 times int8's and bf16's at k = 10, and their
- * measuring half of the whole. *best is lowered by each full measurement.
+ * A candidate whose first run (the query rows and the first part on a
+ * CPU) takes CALIB_SLOWER times *best, the fastest so far, stops there
+ * (cd->slower). On the 2-core VM fp32's first parts took 1.47 to 1.51
+ * times the fastest's at k = 10 (d = 128 and 768) where its jobs took 2
+ * to 2.4 times: a candidate of wider bounds pushes more in that part, so
+ * the ratio understates the job's. *best is lowered by each full
+ * measurement.
  */
+static void measure_parts(cand *cd, xj_backend *be, const sample *s,
+			  const xj_job *job, xj_command cmd, double *best,
+			  xj_status *st)
+{
+	int64_t q = s->nq / 2, b = s->nb / 2;
+	double qb = (double)q * b, r, u, v, pairs = 0, secs = 0;
+	shot p[4], m[4];
+
+	for (int rep = 0; rep < CALIB_REPS; rep++) {
+		if (sample_run(be, s, q, 2 * b, 2, job, cmd, p, rep ? INFINITY :
+			       CALIB_SLOWER * *best, &cd->slower, st) ||
+		    cd->slower)
+			return;
+		for (int i = 0; i < 4; i++)
+			if (rep == 0 || p[i].t < m[i].t)
+				m[i] = p[i];
+	}
+	for (int i = 1; i < 4; i++) {
+		pairs += m[i].rescored;
+		secs += m[i].rescore_s;
+	}
+	r = pairs > 0 ? secs / pairs : 0;
+	cd->b = m[2].rows_s / (double)b;
+	if (cmd == XJ_CMD_TOPK) {
+		v = m[2].rescored / (double)q;     /* R(2b) - R(b) */
+		u = pairs / (double)q + v * (20 - log2(2.0 * (double)b));
+		cd->c = fmax(m[2].t - m[2].rescore_s - m[2].rows_s, 0) / qb;
+		cd->a = (m[0].t + m[3].t) / (double)q + r * fmax(u, 0);
+		cd->e = r * v;
+	} else {
+		/* a range join's candidates and pairs grow with the pairs:
+		 * the second part's and half the end's are in c */
+		cd->c = (fmax(m[2].t - m[2].rows_s, 0) + m[3].t / 2) / qb;
+		cd->a = m[0].t / (double)q;
+		cd->e = 0;
+	}
+	cd->measured = 1;
+	*best = fmin(*best, m[0].t + m[1].t);
+}
+
+static void measure_shapes(cand *cd, xj_backend *be, const sample *s,
+			   const xj_job *job, xj_command cmd, double *best,
+			   xj_status *st)
+{
+	int64_t q = s->nq / 2, b = s->nb / 2;
+	double qb = (double)q * b, D1, D2, T1, C, r, v, u, pairs, secs;
+	shot s1, more, sa2, sb2;
+
+	s1 = shape_time(be, s, q, b, job, cmd, 1, st);
+	if (!st->code && s1.t > CALIB_SLOWER * *best) {
+		cd->slower = 1;
+		return;
+	}
+	more = shape_time(be, s, q, b, job, cmd, 2, st);
+	s1 = more.t < s1.t ? more : s1;
+	sa2 = shape_time(be, s, 2 * q, b, job, cmd, 2, st);
+	sb2 = shape_time(be, s, q, 2 * b, job, cmd, 2, st);
+	if (st->code)
+		return;
+	pairs = s1.rescored + sa2.rescored + sb2.rescored;
+	secs = s1.rescore_s + sa2.rescore_s + sb2.rescore_s;
+	r = pairs > 0 ? secs / pairs : 0;
+	T1 = s1.t - s1.rescore_s;
+	D1 = (sa2.t - sa2.rescore_s) - T1;
+	D2 = (sb2.t - sb2.rescore_s) - T1;
+	C = fmax((D1 + D2 - T1) / qb, 0.25 * T1 / qb);  /* most of a run */
+	cd->c = C;
+	cd->a = fmax(D1 - C * qb, 0) / (double)q;
+	cd->b = fmax(D2 - C * qb, 0) / (double)b;
+	v = fmax(sb2.rescored - s1.rescored, 0) / (double)q;
+	u = s1.rescored / (double)q + v * (20 - log2((double)b));
+	cd->a += r * fmax(u, 0);
+	cd->e = r * v;
+	cd->measured = 1;
+	*best = fmin(*best, s1.t);
+}
+
+/* The candidate's model (after a warm-up run: oneDNN's and cuBLAS's first
+ * calls choose and build their kernels; on a CPU of a sixteenth of the
+ * base rows, the same tiles), s->nq = 2q and s->nb = 2b rows. */
 static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 		   const xj_device_choice *dev, xj_command cmd, int threads,
 		   double *best, xj_status *st)
 {
-	int64_t q = s->nq / 2, b = s->nb / 2, q0 = s->q0, b0 = s->b0;
+	int gpu = dev->kind == XJ_BACKEND_CUDA;
+	int64_t b = s->nb / 2, warm = gpu || b < 32 ? b : b / 16;
 	xj_backend_cfg cfg;
 	xj_backend *be = NULL;
-	shot s1, more, sa1, sa2, sb1, sb2;
-	double D1, D2, T1, C, r, v, u, pairs, secs;
 
 	device_backend_config(job, NULL, threads, &cfg);
 	cfg.precision = cd->p;
@@ -297,41 +415,15 @@ static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 	cfg.max_base_rows = s->nb;
 	if (device_backend_create(job, c, dev, &cfg, &be, st))
 		return st->code;
-	sample_run(be, s, q, b, job, cmd, st);
-	s1 = shape_time(be, s, q, b, job, cmd, 1, st);
-	if (!st->code && s1.t > CALIB_SLOWER * *best) {
-		be->release(be);
-		cd->slower = 1;
-		return XJ_OK;
+	if (sample_run(be, s, s->nq / 2, warm, 1, job, cmd, NULL, INFINITY,
+		       NULL, st) == 0) {
+		if (gpu)
+			measure_shapes(cd, be, s, job, cmd, best, st);
+		else
+			measure_parts(cd, be, s, job, cmd, best, st);
 	}
-	more = shape_time(be, s, q, b, job, cmd, 2, st);
-	s1 = more.t < s1.t ? more : s1;
-	sa1 = b0 == b ? s1 : shape_time(be, s, q, b0, job, cmd, 2, st);
-	sa2 = shape_time(be, s, 2 * q, b0, job, cmd, 2, st);
-	sb1 = q0 == q ? s1 : shape_time(be, s, q0, b, job, cmd, 2, st);
-	sb2 = shape_time(be, s, q0, 2 * b, job, cmd, 2, st);
 	be->release(be);
-	if (st->code)
-		return st->code;
-	pairs = s1.rescored + sa2.rescored + sb2.rescored;
-	secs = s1.rescore_s + sa2.rescore_s + sb2.rescore_s;
-	r = pairs > 0 ? secs / pairs : 0;
-	T1 = s1.t - s1.rescore_s;
-	D1 = (sa2.t - sa2.rescore_s) - (sa1.t - sa1.rescore_s);
-	D2 = (sb2.t - sb2.rescore_s) - (sb1.t - sb1.rescore_s);
-	C = (T1 - D1 - D2) / ((double)q * b - (double)q * b0 -
-			       (double)q0 * b);
-	C = fmax(C, 0.25 * T1 / ((double)q * b));  /* most of a run */
-	cd->c = C;
-	cd->a = fmax(D1 - C * q * b0, 0) / (double)q;
-	cd->b = fmax(D2 - C * q0 * b, 0) / (double)b;
-	v = fmax(sb2.rescored - sb1.rescored, 0) / (double)q0;
-	u = s1.rescored / (double)q + v * (20 - log2((double)b));
-	cd->a += r * fmax(u, 0);
-	cd->e = r * v;
-	cd->measured = 1;
-	*best = fmin(*best, s1.t);
-	return XJ_OK;
+	return st->code;
 }
 
 /* The model's seconds for the job (n query rows, m base rows); no less
@@ -347,20 +439,19 @@ static double predict(const cand *cd, const xj_job *job)
 
 /*
  * The sample's rows: 2q query and 2b base rows, the first of each input,
- * each at most half the job's, and the small sides q0 and b0 (measure).
+ * each at most half the job's (measure).
  * On a CPU q = 512 a thread, a whole query tile for each (cpu_tile_rows:
  * smaller tiles run the GEMM at another rate than the job's), and b =
- * 16,384 x 128 / d, at least 8,192. A smaller sample pushes far more of
- * its pairs as candidates than a job does, and that work (untimed, unlike
- * the rescoring) reads as a cost per pair: with b = 4,096 at d = 128
- * (until 2026-11-27) auto predicted int8 1.48 s and bf16 1.29 for 10,000
- * x 100,000 rows and chose bf16, which ran 0.87 s against int8's 0.68
- * (at b = 16,384, 7 measurements: int8 0.66-0.85, bf16 0.75-1.01, int8
- * chosen in all); at d = 768 (int8 3.1 s, bf16 4.0) b = 4,096 chose int8
- * in 4 of 5 measurements and 8,192 in 6 of 7. For k > 64 q shrinks by
+ * 8,192 x 128 / d, at least 4,096: the second part of a run (b rows
+ * after b, measure_parts) pushes candidates at about the rate a job of
+ * 100,000 base rows does. When one whole run was read as per pair
+ * (until 2026-11-27, seventh session), the sample had to be larger: b =
+ * 4,096 at d = 128 chose bf16 where int8 ran 0.68 s against 0.87, and
+ * 16,384 rows were needed (measuring 0.5-0.9 s at d = 128, 1.0-1.3 at
+ * d = 768, int8 chosen in 2 to 6 of 6 there). For k > 64 q shrinks by
  * 64 / k (at least 16): a run's cost is then its queries' first k
  * candidates (at k = 1,000 the measuring took 8.4 s for a 6 s job before,
- * 0.39 after, 0.85 with 16,384 base rows). On
+ * 0.39 after). On
  * a GPU q = 16,384 and b = 65,536 x 128 / d (at least 1,024): the pairs'
  * part of a run must outweigh its uploads and launches (with q = 2,048,
  * until 2026-11-27, a run's pairs took 1 to 2 ms of about 20 on an H100,
@@ -371,10 +462,10 @@ static void sample_shape(const xj_job *job, int gpu, int threads,
 {
 	int64_t d = job->d > 16 ? job->d : 16;
 	int64_t q = gpu ? 16384 : 512 * (int64_t)(threads > 0 ? threads : 1);
-	int64_t b = gpu ? 65536 * 128 / d : 16384 * 128 / d;
+	int64_t b = gpu ? 65536 * 128 / d : 8192 * 128 / d;
 
-	if (b < (gpu ? 1024 : 8192))
-		b = gpu ? 1024 : 8192;
+	if (b < (gpu ? 1024 : 4096))
+		b = gpu ? 1024 : 4096;
 	if (!gpu && job->k > 64)   /* a run's cost: its queries' first k */
 		q = q * 64 / job->k > 16 ? q * 64 / job->k : 16;
 	if (q > job->n / 2)
@@ -385,8 +476,6 @@ static void sample_shape(const xj_job *job, int gpu, int threads,
 	b = b > 1 ? b : 1;
 	s->nq = 2 * q;
 	s->nb = 2 * b;
-	s->q0 = gpu || q < 16 ? q : q / 8;
-	s->b0 = gpu || b < 32 ? b : b / 16;
 }
 
 /* "name:a/b/c/e ..." of each measured candidate, for the cache: three
@@ -543,7 +632,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	cand cd[CALIB_MAX_CANDS];
 	int n = ncands(job, dev, cd), best;
 	char path[XJ_PATH_MAX], msg[200], words[160];
-	double fastest_s1 = INFINITY;
+	double fastest_s1 = INFINITY, t0;
 	calib_entry e;
 	sample s = { 0 };
 	xj_status st;
@@ -554,6 +643,7 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	for (int i = 0; i < n; i++)
 		cd[i].measured = 0;
 	sample_shape(job, dev->kind == XJ_BACKEND_CUDA, threads, &s);
+	t0 = MPI_Wtime();
 	xj_ok(&st);
 	if (sample_read(qi, s.nq, job->d, &s.q, &st) ||
 	    sample_read(bi, s.nb, job->d, &s.b, &st))
@@ -575,8 +665,8 @@ static void decide(xj_job *job, const xj_comm *c, const xj_device_choice *dev,
 	snprintf(e.choice, sizeof(e.choice), "%s", cd[best].name);
 	models_text(cd, n, e.times, sizeof(e.times));
 	if (snprintf(why, wn, "auto: %s, measured the fastest for this job "
-		     "(predicted %s, from runs of %" PRId64 " x %" PRId64
-		     " rows)", cd[best].name, words, s.nq, s.nb) >= (int)wn)
+		     "in %.2f s (predicted %s)", cd[best].name,
+		     MPI_Wtime() - t0, words) >= (int)wn)
 		why[wn - 1] = 0;
 	if (!path[0])
 		fprintf(stderr, "xjoin: warning: no place for the precision "

@@ -35,7 +35,7 @@
  *
  *   # xjoin: what --precision auto measured here; delete to measure again
  *   [xjoin-precision]
- *   format = 3
+ *   format = 4
  *   [measured]
  *   1f2e3d4c5b6a7988 = bf16 fp32:0/0/1.67e-09/0 bf16:3.2e-06/1.7e-07/9.1e-10/2e-08
  *   1f2e3d4c5b6a7988.key = cpu|node1|AMD EPYC 9R14|...|l2 d128 k16 topk

@@ -15,8 +15,9 @@
 
 #define CACHE_FILE "precision.ini"
 /* 1: models of three numbers; 2: candidate costs before l2's folded
- * bound and K kept at each push (kernels/cpu/cpu_topk.c) */
-#define CACHE_FORMAT "3"
+ * bound and K kept at each push (kernels/cpu/cpu_topk.c); 3: CPU models
+ * fitted from whole runs and small shapes (calib.c, measure_parts) */
+#define CACHE_FORMAT "4"
 #define CACHE_MAX_ENTRIES 256
 
 void calib_cache_path(char *buf, size_t n)

@@ -226,6 +226,7 @@ int backend_cpu_create(const xj_backend_cfg *cfg, xj_backend **out,
 	c->be.gemm_flops = 0;
 	c->be.rescored_pairs = 0;
 	c->be.rescore_seconds = 0;
+	c->be.rows_seconds = 0;
 	c->be.matrix_exact_pairs = 0;
 	/* matrix_start queues a large block on a worker thread, but the
 	 * driver's default stays one buffer, each block computed, then

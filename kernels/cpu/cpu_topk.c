@@ -1392,7 +1392,7 @@ int64_t cpu_tile_rows(int64_t rows, int threads)
 	return (rows + nt - 1) / nt;
 }
 
-int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
+static int base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 {
 	int cosine = c->cfg.metric == XJ_METRIC_COSINE;
 	int l2 = c->cfg.metric == XJ_METRIC_L2 ||
@@ -1429,6 +1429,15 @@ int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
 	block_maxima(b->rows, c->bnorm, lowp(c) ? c->bl.err : NULL,
 		     c->submax, c->subemax);
 	return XJ_OK;
+}
+
+int cpu_base_prepare(cpu_backend *c, const xj_rows *b, xj_status *st)
+{
+	double t0 = omp_get_wtime();
+	int rc = base_prepare(c, b, st);
+
+	c->be.rows_seconds += omp_get_wtime() - t0;
+	return rc;
 }
 
 int cpu_tiles_run(cpu_backend *c, const xj_rows *b, cpu_tile_fn fn,

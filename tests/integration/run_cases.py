@@ -2378,8 +2378,9 @@ def case_calibration(ctx, ranks):
         line = auto("first run", expect="measured the fastest") or ""
         # every candidate has a prediction or was left out as slower on
         # the sample; fp32 is one everywhere
-        m = re.search(r"predicted ([^;)]*)(?:; over [0-9.]+x in the "
-                      r"sample: ([^)]*))?, from runs", line)
+        m = re.search(r"measured the fastest for this job in [0-9.]+ s "
+                      r"\(predicted ([^;)]*)(?:; over [0-9.]+x in the "
+                      r"sample: ([^)]*))?\)", line)
         named = (re.findall(r"([a-z0-9-]+) [0-9.e+-]+", m.group(1)) +
                  (m.group(2) or "").split(", ")) if m else []
         ctx.check("fp32" in named, "first run: fp32 neither predicted nor "
@@ -2404,7 +2405,7 @@ def case_calibration(ctx, ranks):
             "foreign": "[job]\nk = 10\n",
             "binary": "\x00\x01\xff garbage\n" * 4,
             "tampered": good.replace(".key = cpu", ".key = cpx"),
-            "older format": good.replace("format = 3", "format = 2"),
+            "older format": good.replace("format = 4", "format = 3"),
             "empty": "",
         }
         for name, text in bad.items():

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "unit.h"
 #include "kernels/backend.h"
@@ -91,6 +92,84 @@ static void test_matrix_exact_pairs(void)
 	free(out);
 }
 
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/*
+ * The parts of its time the backend accounts for (--precision auto's
+ * model reads them, app/plan/calib.c): each base chunk's preparation
+ * (rows_seconds) grows with every add of a top-k and a range join, a
+ * top-k counts and times its candidates (rescore_seconds), and the two
+ * stay within the adds' wall time.
+ */
+static void test_time_parts(void)
+{
+	const int64_t n = 300, m = 2000, d = 48;
+	float *q = gauss_rows(n, d, 1, 1), *b = gauss_rows(m, d, 2, 1);
+	float *key = malloc(sizeof(float) * (size_t)(n * 10));
+	int64_t *idx = malloc(sizeof(int64_t) * (size_t)(n * 10));
+	int64_t *count = malloc(sizeof(int64_t) * (size_t)n);
+
+	CU_ASSERT_FATAL(q && b && key && idx && count);
+	for (int range = 0; range < 2; range++) {
+		xj_backend_cfg cfg;
+		xj_backend *be;
+		xj_status st;
+		xj_rows qr = { q, n, d, 0, 0 };
+		double wall = 0, rows0 = 0;
+		int64_t pairs = 0;
+		int grew = 1;
+
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.metric = XJ_METRIC_L2;
+		cfg.d = d;
+		cfg.k = 10;
+		cfg.has_threshold = range;   /* some of the pairs */
+		cfg.threshold_key = metric_value_to_key(XJ_METRIC_L2, 11.0f);
+		cfg.max_query_rows = n;
+		cfg.max_base_rows = m / 4;
+		xj_ok(&st);
+		CU_ASSERT_FATAL(backend_cpu_create(&cfg, &be, &st) == XJ_OK);
+		CU_ASSERT_FATAL((range ? be->range_begin(be, &qr, &st) :
+				 be->topk_begin(be, &qr, &st)) == XJ_OK);
+		for (int64_t j0 = 0; j0 < m; j0 += m / 4) {
+			xj_rows br = { b + j0 * d, m / 4, d, j0, 0 };
+			double t0 = now();
+
+			CU_ASSERT_EQUAL(range ? be->range_add(be, &br, &st) :
+					be->topk_add(be, &br, &st), XJ_OK);
+			wall += now() - t0;
+			grew &= be->rows_seconds > rows0;
+			rows0 = be->rows_seconds;
+		}
+		CU_ASSERT(grew);
+		/* a range join's rescoring is its scan's (cpu_range.c) */
+		CU_ASSERT(range || be->rescored_pairs > 0);
+		CU_ASSERT(range || be->rescore_seconds > 0);
+		CU_ASSERT(be->rows_seconds + be->rescore_seconds <= wall + 1e-3);
+		CU_ASSERT_EQUAL(range ? be->range_end(be, count, &st) :
+				be->topk_end(be, key, idx, &st), XJ_OK);
+		for (int64_t i = 0; range && i < n; i++)
+			pairs += count[i];
+		printf("\n  %s: %.0f pairs rescored, %lld kept; rows %.2g s, "
+		       "candidates %.2g s of %.2g s", range ? "range" : "top-k",
+		       be->rescored_pairs, (long long)pairs, be->rows_seconds,
+		       be->rescore_seconds, wall);
+		CU_ASSERT(!range || pairs > 0);
+		be->release(be);
+	}
+	free(q);
+	free(b);
+	free(key);
+	free(idx);
+	free(count);
+}
+
 /* The host transpose of the self-join's tiles and the self matrix's
  * blocks (16 x 16 tiles in registers, the edges one by one) against the definition, on every shape up to 70 x 70 and
  * with and without the column constants: the same bits. Outputs poisoned
@@ -133,6 +212,7 @@ int main(void)
 		{ "matrix pairs computed canonically",
 		  test_matrix_exact_pairs },
 		{ "self-join tile transpose", test_tile_transpose },
+		{ "time accounted in parts", test_time_parts },
 	};
 
 	return unit_run("cpu_backend", tests, UNIT_COUNT(tests));
