@@ -43,11 +43,13 @@ typedef struct cand {
 /* The fallback: fp32 through the BLAS (or cuBLAS). */
 #define FP32 ((cand){ .name = "fp32", .p = XJ_PREC_FP32 })
 
-/* The sample: the first rows of each input, 2q and 2b of them
- * (measure). */
+/* The sample: the first nq and nb rows of each input, for runs of q
+ * query and b base rows and their doubles (measure): nq = q on a CPU
+ * (measure_parts doubles only the base rows), 2q on a GPU; nb = 2b. */
 typedef struct sample {
 	float *q, *b;
 	int64_t nq, nb;
+	int64_t q_rows, b_rows;   /* q and b */
 } sample;
 
 static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
@@ -303,7 +305,8 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
  * per-row costs) put the pairs' part of a d = 768 int8 job at 2.9 to 4.7
  * s where the job's took 2.15, and predicted 3.4 to 6.2 s for a job of
  * 2.9 to 3.2 (docs/performance.md). Best of CALIB_REPS runs, part by
- * part: a process's first run takes up to twice its second.
+ * part: a process's first run took 1.7 to 2.8 times its second (int8's
+ * first part at d = 768 and 128).
  *
  * On a GPU (measure_shapes), where uploads and launches weigh too much
  * in small runs, three shapes of the large size: S1 = (q, b) (best of
@@ -313,9 +316,9 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
  *
  * A candidate whose first run (the query rows and the first part on a
  * CPU) takes CALIB_SLOWER times *best, the fastest so far, stops there
- * (cd->slower). On the 2-core VM fp32's first parts took 1.47 to 1.51
- * times the fastest's at k = 10 (d = 128 and 768) where its jobs took 2
- * to 2.4 times: a candidate of wider bounds pushes more in that part, so
+ * (cd->slower). On the 2-core VM fp32's first parts took 1.47 to 1.65
+ * times the fastest's at k = 10 (d = 128 and 768) where its jobs took 2.0
+ * to 2.8 times: a candidate of wider bounds pushes more in that part, so
  * the ratio understates the job's. *best is lowered by each full
  * measurement.
  */
@@ -323,7 +326,7 @@ static void measure_parts(cand *cd, xj_backend *be, const sample *s,
 			  const xj_job *job, xj_command cmd, double *best,
 			  xj_status *st)
 {
-	int64_t q = s->nq / 2, b = s->nb / 2;
+	int64_t q = s->q_rows, b = s->b_rows;
 	double qb = (double)q * b, r, u, v, pairs = 0, secs = 0;
 	shot p[4], m[4];
 
@@ -363,7 +366,7 @@ static void measure_shapes(cand *cd, xj_backend *be, const sample *s,
 			   const xj_job *job, xj_command cmd, double *best,
 			   xj_status *st)
 {
-	int64_t q = s->nq / 2, b = s->nb / 2;
+	int64_t q = s->q_rows, b = s->b_rows;
 	double qb = (double)q * b, D1, D2, T1, C, r, v, u, pairs, secs;
 	shot s1, more, sa2, sb2;
 
@@ -400,13 +403,13 @@ static void measure_shapes(cand *cd, xj_backend *be, const sample *s,
  * calls choose and build their kernels; on a CPU of a sixteenth of the
  * base rows: 256 at d = 768, a narrower sub-tile than the runs' 512, yet
  * an eighth measured no better, 0.41-0.48 s against 0.48-0.70 in four
- * alternated pairs), s->nq = 2q and s->nb = 2b rows. */
+ * alternated pairs). */
 static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 		   const xj_device_choice *dev, xj_command cmd, int threads,
 		   double *best, xj_status *st)
 {
 	int gpu = dev->kind == XJ_BACKEND_CUDA;
-	int64_t b = s->nb / 2, warm = gpu || b < 32 ? b : b / 16;
+	int64_t b = s->b_rows, warm = gpu || b < 32 ? b : b / 16;
 	xj_backend_cfg cfg;
 	xj_backend *be = NULL;
 
@@ -414,10 +417,10 @@ static int measure(cand *cd, const sample *s, xj_job *job, const xj_comm *c,
 	cfg.precision = cd->p;
 	cfg.fp32_dnnl = cd->dnnl;
 	cfg.max_query_rows = s->nq;
-	cfg.max_base_rows = s->nb;
+	cfg.max_base_rows = gpu ? s->nb : b;   /* a CPU's parts: b rows */
 	if (device_backend_create(job, c, dev, &cfg, &be, st))
 		return st->code;
-	if (sample_run(be, s, s->nq / 2, warm, 1, job, cmd, NULL, INFINITY,
+	if (sample_run(be, s, s->q_rows, warm, 1, job, cmd, NULL, INFINITY,
 		       NULL, st) == 0) {
 		if (gpu)
 			measure_shapes(cd, be, s, job, cmd, best, st);
@@ -440,8 +443,8 @@ static double predict(const cand *cd, const xj_job *job)
 }
 
 /*
- * The sample's rows: 2q query and 2b base rows, the first of each input,
- * each at most half the job's (measure).
+ * The sample's shape: runs of q query and b base rows (the first of each
+ * input, each side at most half the job's) and their doubles (measure).
  * On a CPU q = 512 a thread, a whole query tile for each (cpu_tile_rows:
  * smaller tiles run the GEMM at another rate than the job's), and b =
  * 8,192 x 128 / d, at least 4,096: the second part of a run (b rows
@@ -476,7 +479,9 @@ static void sample_shape(const xj_job *job, int gpu, int threads,
 		b = job->m / 2;
 	q = q > 1 ? q : 1;
 	b = b > 1 ? b : 1;
-	s->nq = 2 * q;
+	s->q_rows = q;
+	s->b_rows = b;
+	s->nq = gpu ? 2 * q : q;
 	s->nb = 2 * b;
 }
 
