@@ -38,8 +38,8 @@
 #     the backend's own bytes and the GPU's free memory by gpu_budget): many
 #     chunks, same bits; the dry run evaluates that formula for an H100 and
 #     an H200
-#   - topk with --precision tf32, bf16 and fp16 (fp16 also with the 16-bit
-#     tile, XJ_CUDA_TILE16=1): the same bits as the CPU
+#   - topk with --precision tf32, bf16 and fp16 (fp16 with its 16-bit tile,
+#     and with a float tile, XJ_CUDA_TILE16=0): the same bits as the CPU
 #   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
 #     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
 #     cannot run on a one-GPU machine)
@@ -266,6 +266,8 @@ for t in contract_cuda test_cuda_backend test_cuda_precision test_nccl_transport
 	0) result PASS "gpu.$t" ;;
 	77) result SKIP "gpu.$t" "$(grep -m1 SKIPPED "$work/$t.out")" ;;
 	*) result FAIL "gpu.$t" "exit $rc, see $work/$t.out"
+	   # the first checks over their bound, then the end (the asserts)
+	   grep -m 12 -E '[(]bound|> bound' "$work/$t.out"
 	   tail -20 "$work/$t.out" ;;
 	esac
 done
@@ -424,17 +426,17 @@ fi
 
 # --- 4. lower-precision candidate GEMMs: still the CPU's bits -------------------
 precisions="tf32 bf16 fp16"
-# (fp16-t16: fp16 with the 16-bit tile, XJ_CUDA_TILE16=1)
+# (fp16: its 16-bit tile; fp16-ft: a float tile, XJ_CUDA_TILE16=0)
 want 4 &&
-for p in $precisions fp16-t16; do
-	t16=0
-	case $p in *-t16) t16=1 ;; esac
+for p in $precisions fp16-ft; do
+	t16=
+	case $p in *-ft) t16=0 ;; esac
 	for m in $metrics; do
 		XJ_CUDA_TILE16=$t16 check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
-			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "${p%-t16}"
+			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "${p%-ft}"
 	done
 	XJ_CUDA_TILE16=$t16 check "topk demo l2 k=100 --precision $p" "topk-demo-l2-100" \
-		topk -q "$demo" -b "$demo" -k 100 -m l2 -- --device gpu --precision "${p%-t16}"
+		topk -q "$demo" -b "$demo" -k 100 -m l2 -- --device gpu --precision "${p%-ft}"
 done
 
 # --- 5. two ranks sharing one GPU ----------------------------------------------------

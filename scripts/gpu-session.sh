@@ -12,14 +12,14 @@
 #   call leaves the most for the measurements):
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
 #   2. gpu_ab.sh --passes, 50,000 x 1M: the selection's study (rowsel
-#      by block and by warp, fp16's 16-bit tile XJ_CUDA_TILE16) in fp32,
-#      bf16, fp16, auto, k = 1000, the scan alone, the self-join, range
-#      joins on GPU and CPU (150 s at most; 90 s on an H100 before the
-#      warp and scan runs)
+#      in fp32, tf32, bf16, fp16 with its 16-bit tile and with a float
+#      tile, auto, k = 1000, the scan alone), the self-join, range joins
+#      on GPU and CPU (150 s at most; 85 s on an H100 with six more runs)
 #                                               OUT/gpu-ab.log
-#   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto and fp16 with
-#      the 16-bit tile, the SGEMM alone and PyTorch (150 s at most; 94 s
-#      without fp16)                            OUT/gpu-bench.log
+#   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto, fp16 (its
+#      16-bit tile and a float one) and bf16, the SGEMM alone and PyTorch
+#      (150 s at most; 91 s with three xjoin runs)
+#                                               OUT/gpu-bench.log
 #   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
 #      4, 5, 6; 7), each with its own work folder (190 s at most; 122 s)
 #                                               OUT/gpu-check.log (all
@@ -109,7 +109,7 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 if [ $part = one ]; then
 	ab 150 --passes
 	bench 150 --peers "sgemm torch" --tool-timeout 40 \
-		--precisions "fp32 auto fp16-t16"
+		--precisions "fp32 auto fp16 fp16-ft bf16"
 	step "gpu-check.sh, four instances"
 	i=0
 	for sec in 1 2,3 4,5,6 7; do

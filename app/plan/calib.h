@@ -12,7 +12,7 @@
  *
  * Candidates: on the CPU fp32 through OpenBLAS and through oneDNN, bf16
  * where the CPU has bf16 dot products, int8 where it has VNNI or AMX; on
- * a GPU fp32, tf32 and bf16. A small run cannot stand for the job as it
+ * a GPU fp16 (its 16-bit tile), bf16, tf32 and fp32. A small run cannot stand for the job as it
  * is (per-row costs such as norms, packing and a query's first
  * candidates weigh far more in it), so each candidate gets a model: a run
  * of nq x nb rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20)

@@ -279,7 +279,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, warp, seed, timing, sym, t16;
+	int64_t pipe, cols, rows, blocks, seed, timing, sym, t16;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -294,11 +294,10 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_PASS_ROWS", 4 * XJ_CUDA_TQ, XJ_CUDA_TQ,
 		    16 * XJ_CUDA_TQ, &rows, st) ||
 	    env_int("XJ_CUDA_RS_BLOCKS", 8, 4, 8, &blocks, st) ||
-	    env_int("XJ_CUDA_RS_WARP", 0, 0, 1, &warp, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st) ||
-	    env_int("XJ_CUDA_TILE16", 0, 0, 1, &t16, st))
+	    env_int("XJ_CUDA_TILE16", 1, 0, 1, &t16, st))
 		return st->code;
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
@@ -323,7 +322,6 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->pass_cols = cols;
 	t->pass_rows = rows;
 	t->rs_blocks = (int)blocks;
-	t->rs_warp = (int)warp;
 	t->seed = (int)seed;
 	t->timing = (int)timing;
 	t->sym = (int)sym;
@@ -559,17 +557,13 @@ static int cuda_setup(cuda_backend *c, double mem_fraction, xj_status *st)
 		return st->code;
 	CUBLAS_CHECK(st, cublasCreate(&c->blas));
 	CUBLAS_CHECK(st, cublasSetStream(c->blas, c->stream));
-	/* float32 arithmetic for cublasSgemm (no TF32 or BF16x9 emulation):
-	 * the GEMM error bound of metric.h assumes it; the other precisions
-	 * name their compute type in cublasGemmEx */
-	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+	CUBLAS_CHECK(st, cublasSetMathMode(c->blas, XJ_CUBLAS_MATH));
 	if (c->cfg.k >= 1 && c->tune.rowsel && c->tune.pipeline) {
 		CUDA_CHECK(st, cudaStreamCreateWithFlags(&c->gstream,
 							 cudaStreamNonBlocking));
 		CUBLAS_CHECK(st, cublasCreate(&c->gblas));
 		CUBLAS_CHECK(st, cublasSetStream(c->gblas, c->gstream));
-		CUBLAS_CHECK(st, cublasSetMathMode(c->gblas,
-						   CUBLAS_DEFAULT_MATH));
+		CUBLAS_CHECK(st, cublasSetMathMode(c->gblas, XJ_CUBLAS_MATH));
 	}
 	if (memory_check(c, mem_fraction, st) || work_alloc(c, st) ||
 	    cuda_query_reserve(c, c->cfg.max_query_rows, st) ||
@@ -615,10 +609,9 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
-		 c->tune.rowsel && c->tune.rs_warp ? " warp/row" : "",
 		 c->tune.rowsel && c->tune.tile16 &&
 		 cfg->precision == XJ_PREC_FP16 ? " 16-bit tile" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",

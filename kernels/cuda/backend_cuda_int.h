@@ -89,7 +89,6 @@ typedef struct cuda_tuning {
 				 * a multiple of XJ_CUDA_TQ */
 	int rs_blocks;          /* XJ_CUDA_RS_BLOCKS: rowsel's kernel built
 				 * for at least 4 or 8 blocks an SM */
-	int rs_warp;            /* XJ_CUDA_RS_WARP: a warp per row */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int tile16;             /* XJ_CUDA_TILE16: fp16 passes write a

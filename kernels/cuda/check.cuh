@@ -75,6 +75,20 @@ static inline int cublas_fail(xj_status *st, cublasStatus_t s,
 					   __LINE__);                     \
 	} while (0)
 
+/*
+ * The math mode of every cuBLAS handle: float32 arithmetic for
+ * cublasSgemm (no TF32 or BF16x9 emulation: metric_err_bound() assumes
+ * it; the other precisions name their compute type in cublasGemmEx), and
+ * no reduction in the output's type: a GEMM that cuBLAS splits along d
+ * adds its partial sums in float32, never in a 16-bit output's type (the
+ * 16-bit tile's bound, canonical.cuh, allows one rounding of the whole
+ * float32 sum; partial sums kept in fp16 overflowed and lost bits on an
+ * H100 in test_cuda_precision's small shapes).
+ */
+#define XJ_CUBLAS_MATH                                                    \
+	((cublasMath_t)(CUBLAS_DEFAULT_MATH |                             \
+			CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+
 /* After a <<< >>> launch: configuration errors show up here at once;
  * faults inside the kernel show up at the next synchronising call. */
 #define CUDA_LAUNCH_CHECK(st, kernel)                                     \

@@ -18,8 +18,8 @@
  * FLOPs), cublasDgemm gives the tile's dot products, matrix.cuh's
  * verify_kernel decides them with the CPU's bound, and matrix_kernel
  * computes the 32 x 32 squares holding an undecided pair canonically.
- * The handle keeps CUBLAS_DEFAULT_MATH, under which cublasDgemm does
- * IEEE double products and sums (on the FP64 tensor cores, with FMA, in
+ * The handle keeps XJ_CUBLAS_MATH (default math), under which cublasDgemm
+ * does IEEE double products and sums (on the FP64 tensor cores, with FMA, in
  * an order of its own): what the bound allows; the fixed-point emulation
  * of FP64 is opt-in (CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH) and not taken.
  * A backend made for top-k computes every pair canonically

@@ -61,10 +61,12 @@
  * Host and device run the same code: rowsel_row is written against a
  * block of BLK::NT threads (phases that end in a barrier: each thread,
  * one thread, or each warp with its lanes' sums), which rs_dev_block runs
- * with a CUDA block of 128 threads or with one warp (XJ_CUDA_RS_WARP=1:
- * four rows a CUDA block, phases ending in __syncwarp), and
- * rs_host_block as loops on the host, so the tests run the pass on any
- * machine (backend_cuda_host_topk) in either shape.
+ * with a CUDA block of 128 threads and rs_host_block as loops on the
+ * host, so the tests run the pass on any machine
+ * (backend_cuda_host_topk). (A warp a row, four rows a CUDA block with
+ * no barrier across them, ran no faster on an H100 in fp32 and 1.12 to
+ * 1.46 times slower in bf16, fp16 and at k = 1000: removed,
+ * docs/performance.md.)
  * Block-uniform values live in rs_shared and are read after the barrier
  * that follows their write. A batch holds up to BLK::NT candidates.
  */
@@ -78,7 +80,6 @@
 #include "rank.cuh"
 
 #define RS_THREADS 128
-#define RS_WARPS (RS_THREADS / 32)
 #define RS_BATCH RS_THREADS    /* the largest batch (rs_shared's arrays):
 				* the rank sort's thread per survivor */
 #define RS_UNROLL 8            /* the scan's loads in flight a thread */
@@ -292,23 +293,13 @@ struct rs_dev_lanes {
 	__device__ void sync() const { __syncwarp(); }
 };
 
-/* A row's block of N threads, t the thread's index in it: a CUDA block
- * of 128 (rowsel_kernel), whose phases end in __syncthreads, or one warp
- * (N = 32, XJ_CUDA_RS_WARP=1: rowsel_warp_kernel, four rows a CUDA
- * block), whose phases end in __syncwarp, which orders the warp's shared
- * and global accesses; the other warps run rows of their own. */
-template <int N>
+/* A row's block: a CUDA block of RS_THREADS (rowsel_kernel), t the
+ * thread's index in it, whose phases end in __syncthreads. */
 struct rs_dev_block {
-	static constexpr int NT = N, NW = N / 32;
+	static constexpr int NT = RS_THREADS, NW = RS_THREADS / 32;
 	int t;
 
-	__device__ void sync()
-	{
-		if constexpr (N == 32)
-			__syncwarp();
-		else
-			__syncthreads();
-	}
+	__device__ void sync() { __syncthreads(); }
 	template <class F>
 	__device__ void each(F f)
 	{
@@ -367,9 +358,8 @@ struct rs_host_lanes {
 	XJC_HD void sync() const {}
 };
 
-template <int N>
 struct rs_host_block {
-	static constexpr int NT = N, NW = N / 32;
+	static constexpr int NT = RS_THREADS, NW = RS_THREADS / 32;
 
 	template <class F>
 	XJC_HD void each(F f)
@@ -748,25 +738,9 @@ __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_kernel(rowsel_args a, const T *g)
 {
 	__shared__ rs_shared sh;
-	rs_dev_block<RS_THREADS> blk = { (int)threadIdx.x };
+	rs_dev_block blk = { (int)threadIdx.x };
 
 	rowsel_row(blk, sh, a, (int)blockIdx.x, g);
-}
-
-/* A warp per row (XJ_CUDA_RS_WARP=1): RS_WARPS rows a CUDA block, with
- * no barrier across them, so a row's phases of one thread (its gate,
- * count and list reads) wait beside other rows' loads. */
-template <int minb, class T>
-__global__ void __launch_bounds__(RS_THREADS, minb)
-rowsel_warp_kernel(rowsel_args a, const T *g, int tq)
-{
-	__shared__ rs_shared sh[RS_WARPS];
-	int w = (int)(threadIdx.x >> 5);
-	int r = (int)blockIdx.x * RS_WARPS + w;
-	rs_dev_block<32> blk = { (int)(threadIdx.x & 31) };
-
-	if (r < tq)
-		rowsel_row(blk, sh[w], a, r, g);
 }
 #endif
 
@@ -784,21 +758,13 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 }
 
 #ifdef __CUDACC__
-/* Rows [0, tq) of the tile g, one block each (warp: one warp each), on
- * stream s, in the build of at least minb (4 or 8) blocks an SM. */
+/* Rows [0, tq) of the tile g, one block each, on stream s, in the build
+ * of at least minb (4 or 8) blocks an SM. */
 template <class T>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
-			 int warp, cudaStream_t s, xj_status *st)
+			 cudaStream_t s, xj_status *st)
 {
-	int wgrid = (tq + RS_WARPS - 1) / RS_WARPS;
-
-	if (warp && minb == 8) {
-		rowsel_warp_kernel<8, T><<<wgrid, RS_THREADS, 0, s>>>(a, g, tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<8>);
-	} else if (warp) {
-		rowsel_warp_kernel<4, T><<<wgrid, RS_THREADS, 0, s>>>(a, g, tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_warp_kernel<4>);
-	} else if (minb == 8) {
+	if (minb == 8) {
 		rowsel_kernel<8, T><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
 	} else {
@@ -809,24 +775,24 @@ static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 }
 
 /* The pass's rows on stream s, reading a.g or a.gh. */
-static int rowsel(const rowsel_args &a, int tq, int minb, int warp,
-		  cudaStream_t s, xj_status *st)
+static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
+		  xj_status *st)
 {
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
 	if (tq == 0 || a.ncols == 0)
 		return XJ_OK;
-	return a.gh ? rowsel_launch(a, a.gh, tq, minb, warp, s, st) :
-		      rowsel_launch(a, a.g, tq, minb, warp, s, st);
+	return a.gh ? rowsel_launch(a, a.gh, tq, minb, s, st) :
+		      rowsel_launch(a, a.g, tq, minb, s, st);
 }
 #endif
 
 /* The same rows on the host, one after the other (a's pointers are host
- * memory), as blocks of N threads (128, or 32: a warp a row). */
-template <int N, class T>
+ * memory). */
+template <class T>
 static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 {
-	rs_host_block<N> blk;
+	rs_host_block blk;
 
 	for (int r = 0; r < tq; r++) {
 		rs_shared sh;
@@ -836,18 +802,14 @@ static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 	}
 }
 
-static int rowsel_host(const rowsel_args &a, int tq, int warp, xj_status *st)
+static int rowsel_host(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
-	if (warp && a.gh)
-		rowsel_host_rows<32>(a, a.gh, tq);
-	else if (warp)
-		rowsel_host_rows<32>(a, a.g, tq);
-	else if (a.gh)
-		rowsel_host_rows<RS_THREADS>(a, a.gh, tq);
+	if (a.gh)
+		rowsel_host_rows(a, a.gh, tq);
 	else
-		rowsel_host_rows<RS_THREADS>(a, a.g, tq);
+		rowsel_host_rows(a, a.g, tq);
 	return XJ_OK;
 }
 

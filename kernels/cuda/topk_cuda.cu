@@ -26,8 +26,8 @@
  * chunking: the same bits as the CPU backend.
  *
  * Per base element: 2d GEMM FLOPs (cfg->precision: float32 by default,
- * where CUBLAS_DEFAULT_MATH keeps float32 arithmetic as metric_err_bound()
- * assumes; tf32, bf16 or fp16 on tensor cores, with float32 accumulation
+ * where XJ_CUBLAS_MATH (check.cuh) keeps float32 arithmetic as
+ * metric_err_bound() assumes; tf32, bf16 or fp16 on tensor cores, with float32 accumulation
  * and metric_err_bound_prec()'s wider bound, bf16/fp16 reading 16-bit
  * copies made once per chunk); 8 bytes and one float add + compare in
  * the scan; per kept pair 4d bytes and 3d double FLOPs of rescoring.
@@ -273,7 +273,7 @@ static int topk_begin_run(cuda_backend *c, const xj_rows *q, xj_status *st)
  * is column-major g^T = alpha A B^T (op(A) = T on the base rows, op(B) =
  * N on the query rows). a and b are float rows for fp32 and tf32, 16-bit
  * copies (prep_lowp) for bf16 and fp16. Accumulation is float32 in every
- * case: cublasSgemm under CUBLAS_DEFAULT_MATH (no tensor cores), tf32
+ * case: cublasSgemm under XJ_CUBLAS_MATH (no tensor cores), tf32
  * tensor cores with CUBLAS_COMPUTE_32F_FAST_TF32, and CUBLAS_COMPUTE_32F
  * for 16-bit inputs (metric_err_bound_prec's model).
  */
@@ -1199,7 +1199,7 @@ static int test_gemm_run(int device, xj_precision p, const float *q,
 	CUDA_CHECK(st, cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
 	CUBLAS_CHECK(st, cublasCreate(&t->h));
 	CUBLAS_CHECK(st, cublasSetStream(t->h, t->s));
-	CUBLAS_CHECK(st, cublasSetMathMode(t->h, CUBLAS_DEFAULT_MATH));
+	CUBLAS_CHECK(st, cublasSetMathMode(t->h, XJ_CUBLAS_MATH));
 	if (dev_alloc(&t->q, nq * d, "test rows", st) ||
 	    dev_alloc(&t->b, nb * d, "test rows", st) ||
 	    dev_alloc(&t->g, nq * nb, "test tile", st) ||

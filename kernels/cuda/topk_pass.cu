@@ -197,7 +197,7 @@ static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
 	int kt;
 
 	if (cuda_kt_start(c, KT_ROWSEL, c->stream, &kt, st) ||
-	    rowsel(a, tq, c->tune.rs_blocks, c->tune.rs_warp, c->stream, st) ||
+	    rowsel(a, tq, c->tune.rs_blocks, c->stream, st) ||
 	    cuda_kt_stop(c, kt, c->stream, st))
 		return st->code;
 	return XJ_OK;
@@ -418,7 +418,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			a.seed = p->seed;
 			a.whole = p->whole;
 			a.stats = stats;
-			rc = rowsel_host(a, tq, p->warp, st);
+			rc = rowsel_host(a, tq, st);
 		}
 done:
 	free(qq);

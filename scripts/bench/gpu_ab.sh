@@ -14,7 +14,8 @@
 #   rowsel-fp32        the default selection in fp32
 #   subscan-fp32, subscan-bf16   XJ_CUDA_SCAN=sub (a sub-tile at a time)
 #   rowsel-bf16, rowsel-auto
-#   t16-fp16, rowsel-fp16   fp16 with and without XJ_CUDA_TILE16=1
+#   rowsel-fp16, ftile-fp16   fp16 with its 16-bit tile (the default)
+#                      and with a float tile (XJ_CUDA_TILE16=0)
 #   nopipe-fp32        XJ_CUDA_PIPELINE=0
 #   pass4k-fp32, pass8k-fp32, pass32k-fp32   XJ_CUDA_PASS_COLS
 #   noseed-fp32        XJ_CUDA_SEED=0
@@ -26,16 +27,14 @@
 # (the plain path, same output), and a range join at about 10 and 1,000
 # pairs per query (thresholds from a top-k of the first 1,000 queries) on
 # the GPU and on the CPU (all cores). --quick keeps the first seven
-# (t16-fp16: fp16 with XJ_CUDA_TILE16=1, the 16-bit tile), k = 1000 and
-# the self-joins. --passes runs the selection's study instead of the
-# first list: the tile kernels as the reference, then rowsel by block
-# and with XJ_CUDA_RS_WARP=1 (a warp a row) in fp32 and bf16, fp16 with
-# a float tile and with the 16-bit tile (by block and by warp), auto,
-# k = 1000 (fp32 by block and warp, bf16, fp16's 16-bit tile), the scan
-# alone (a threshold no pair passes: the read of the tile) by block, by
-# warp and of the 16-bit tile, and two pass shapes measured before
-# (XJ_CUDA_PASS_ROWS=4096, XJ_CUDA_RS_BLOCKS=4); then the self-joins and
-# range joins.
+# (rowsel-fp16: fp16 with its 16-bit tile), k = 1000 and the self-joins.
+# --passes runs the selection's study instead of the first list: the
+# tile kernels as the reference, then rowsel in fp32, tf32 and bf16, fp16
+# with its 16-bit tile, with a float tile and without the pipeline
+# (XJ_CUDA_PIPELINE=0: each kernel class alone), auto, k = 1000 (fp32,
+# bf16, fp16), the scan alone (a threshold no pair passes: the read of
+# the tile) in fp32 and of the 16-bit tile; then the self-joins and range
+# joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -130,37 +129,32 @@ PY
 job=(topk -q "$data" -b "$data" -m l2 --device $dev)
 run tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32
 if [ $passes = 1 ]; then
-	for p in fp32 bf16; do
+	for p in fp32 tf32 bf16; do
 		run rowsel-$p tile-fp32 -- "${job[@]}" -k 10 --precision $p
-		run warp-$p tile-fp32 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 10 --precision $p
 	done
-	# fp16: its GEMM writing a float tile, then the 16-bit tile
+	# fp16: its 16-bit tile (the default), then a float tile
 	run rowsel-fp16 tile-fp32 -- "${job[@]}" -k 10 --precision fp16
-	run t16-fp16 tile-fp32 XJ_CUDA_TILE16=1 -- "${job[@]}" -k 10 --precision fp16
-	run t16warp-fp16 tile-fp32 XJ_CUDA_TILE16=1 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 10 --precision fp16
+	run ftile-fp16 tile-fp32 XJ_CUDA_TILE16=0 -- "${job[@]}" -k 10 --precision fp16
+	# without the pipeline: each kernel class's time alone
+	run nopipe-fp16 tile-fp32 XJ_CUDA_PIPELINE=0 -- "${job[@]}" -k 10 --precision fp16
 	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
-	run warp-fp32-k1000 tile-fp32-k1000 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-bf16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision bf16
-	run t16-fp16-k1000 tile-fp32-k1000 XJ_CUDA_TILE16=1 -- "${job[@]}" -k 1000 --precision fp16
+	run rowsel-fp16-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp16
 	# the scan alone: a threshold no pair passes (nothing rescored)
 	run scan-tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32 -t 0.001
 	run scan-fp32 scan-tile-fp32 -- "${job[@]}" -k 10 --precision fp32 -t 0.001
-	run scan-warp-fp32 scan-tile-fp32 XJ_CUDA_RS_WARP=1 -- "${job[@]}" -k 10 --precision fp32 -t 0.001
-	run scan-t16-fp16 scan-tile-fp32 XJ_CUDA_TILE16=1 -- "${job[@]}" -k 10 --precision fp16 -t 0.001
-	# the pass shapes measured before (tests/gpu/records), last
-	run rows4096-fp32 tile-fp32 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp32
-	run occ4-fp32 tile-fp32 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp32
+	run scan-fp16 scan-tile-fp32 -- "${job[@]}" -k 10 --precision fp16 -t 0.001
 else
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
 run subscan-fp32 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision fp32
 run rowsel-bf16 tile-fp32 -- "${job[@]}" -k 10 --precision bf16
 run subscan-bf16 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision bf16
 run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
-run t16-fp16 tile-fp32 XJ_CUDA_TILE16=1 -- "${job[@]}" -k 10 --precision fp16
+run rowsel-fp16 tile-fp32 -- "${job[@]}" -k 10 --precision fp16
 if [ $quick = 0 ]; then
-	run rowsel-fp16 tile-fp32 -- "${job[@]}" -k 10 --precision fp16
+	run ftile-fp16 tile-fp32 XJ_CUDA_TILE16=0 -- "${job[@]}" -k 10 --precision fp16
 	run nopipe-fp32 tile-fp32 XJ_CUDA_PIPELINE=0 -- "${job[@]}" -k 10 --precision fp32
 	run pass4k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision fp32
 	run pass8k-fp32 tile-fp32 XJ_CUDA_PASS_COLS=8192 -- "${job[@]}" -k 10 --precision fp32

@@ -12,8 +12,9 @@
 #   --size Q      rows of each set (e.g. 100000 for a smoke run)
 #   --precisions  xjoin's --precision values, each run and listed as
 #                 xjoin-P (default "fp32 auto": the float32 candidate GEMM,
-#                 and the default, what the card runs fastest); P-t16
-#                 runs P with XJ_CUDA_TILE16=1 (fp16-t16: the 16-bit tile)
+#                 and the default, what the card runs fastest); P-ft
+#                 runs P with XJ_CUDA_TILE16=0 (fp16-ft: fp16 with a float
+#                 tile instead of its 16-bit one)
 #   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
 #                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
@@ -105,8 +106,8 @@ timed() {	# NAME CMD...: run, record wall seconds
 # xjoin: end to end; its compute phase from --report-json
 for p in $precisions; do
 	name=xjoin-$p
-	t16=0
-	case $p in *-t16) t16=1; p=${p%-t16} ;; esac
+	t16=${XJ_CUDA_TILE16:-}
+	case $p in *-ft) t16=0; p=${p%-ft} ;; esac
 	if timed "$name" env XJ_CUDA_TILE16=$t16 "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
 		--device gpu --precision "$p" -o "$work/$name.h5" --force --quiet \
 		--report-json "$work/$name.json"; then

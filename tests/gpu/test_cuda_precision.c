@@ -706,11 +706,13 @@ static int64_t gemm_case(const rows *Q, const rows *B, tally *t,
 				if (!((double)fabsl(gi + e->dot) <= bi) ||
 				    !((double)fabsl(gc - e->cosd) <= bc))
 					if (t16->bad++ < 6)
-						printf("\n  16-bit tile %s (%lld, %lld): ip %.6g (bound %.6g), cosine %.6g (%.6g)",
+						printf("\n  16-bit tile %s (%lld, %lld): ip %.6g (bound %.6g; tile %g, 2^%d), cosine %.6g (%.6g; tile %g, 2^%d)",
 						       where, (long long)i,
 						       (long long)j,
 						       (double)fabsl(gi + e->dot), bi,
-						       (double)fabsl(gc - e->cosd), bc);
+						       (double)g[i * B->n + j], ei,
+						       (double)fabsl(gc - e->cosd), bc,
+						       (double)h[i * B->n + j], ec);
 				if ((double)fabsl(gi + e->dot) / bi > t16->worst[3])
 					t16->worst[3] = (double)fabsl(gi + e->dot) / bi;
 				if ((double)fabsl(gc - e->cosd) / bc > t16->worst[2])

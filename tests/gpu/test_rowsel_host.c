@@ -185,7 +185,7 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
-static void run_case(const tcase *tc, int whole, int warp)
+static void run_case(const tcase *tc, int whole)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
 	float *centres = gauss_rows(7, d, 0, 1);
@@ -262,7 +262,6 @@ static void run_case(const tcase *tc, int whole, int warp)
 		p.pass_cols = tc->pass;
 		p.seed = tc->seed;
 		p.whole = whole;
-		p.warp = warp;
 		p.tile16 = tc->t16 != 0;
 		p.e16 = e16;
 		xj_ok(&st);
@@ -298,8 +297,8 @@ static void run_case(const tcase *tc, int whole, int warp)
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
-	printf("\n  %-28s %-4s %-5s %6.1f rescored/query, %llu undecided, %llu seeded ",
-	       tc->name, whole ? "pass" : "sub", warp ? "warp" : "block",
+	printf("\n  %-28s %-4s %6.1f rescored/query, %llu undecided, %llu seeded ",
+	       tc->name, whole ? "pass" : "sub",
 	       (double)stats[0] / (double)nq, stats[1], stats[2]);
 	rows_free(&Q);
 	rows_free(&B);
@@ -357,12 +356,10 @@ static const tcase cases[] = {
 
 static void test_cases(void)
 {
-	/* both scans: a sub-tile at a time, and the rest of a pass at once;
-	 * a row's block of 128 threads, and a warp a row (XJ_CUDA_RS_WARP) */
+	/* both scans: a sub-tile at a time, and the rest of a pass at once */
 	for (int whole = 0; whole < 2; whole++)
-		for (int warp = 0; warp < 2; warp++)
-			for (size_t i = 0; i < UNIT_COUNT(cases); i++)
-				run_case(&cases[i], whole, warp);
+		for (size_t i = 0; i < UNIT_COUNT(cases); i++)
+			run_case(&cases[i], whole);
 }
 
 /* A first sub-tile seeded rescores about k candidates a row; unseeded,
@@ -393,7 +390,7 @@ static void test_seed_saves(void)
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed, 0, 0, 0, 0 };
+					     nb, tc->seed, 0, 0, 0 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
