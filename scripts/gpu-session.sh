@@ -14,14 +14,15 @@
 #   2. gpu_ab.sh --passes, 50,000 x 1M: the selection's study (rowsel
 #      in fp32, tf32, bf16, fp16 with its 16-bit tile and with a float
 #      tile, auto, k = 1000, the scan alone), the self-join, range joins
-#      on GPU and CPU (150 s at most; 85 s on an H100 with six more runs)
+#      on GPU and CPU (150 s at most; 82 s on an H100, 2026-11-27)
 #                                               OUT/gpu-ab.log
 #   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto, fp16 (its
 #      16-bit tile and a float one) and bf16, the SGEMM alone and PyTorch
-#      (150 s at most; 91 s with three xjoin runs)
+#      (150 s at most; 114 s on an H100)
 #                                               OUT/gpu-bench.log
 #   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
-#      4, 5, 6; 7), each with its own work folder (190 s at most; 122 s)
+#      4, 5, 6; 7), each with its own work folder (190 s at most; 122 to
+#      132 s)
 #                                               OUT/gpu-check.log (all
 #      four, then the sum), OUT/gpu-check-jobs.log
 #   5. gpu_profile.sh --rowsel: ncu's sections for the selection kernel

@@ -58,8 +58,8 @@ static int ncands(const xj_job *job, const xj_device_choice *dev, cand *out)
 
 	if (dev->kind == XJ_BACKEND_CUDA) {
 		/* the likely fastest first, as on a CPU: on an H100 at 1M x
-		 * 1M x 128, k = 10, fp16 (its 16-bit tile) ran 4.22 s, tf32
-		 * 5.91, bf16 5.39 (an earlier run), fp32 11.02 */
+		 * 1M x 128, k = 10, fp16 (its 16-bit tile) ran 4.32 s, bf16
+		 * 5.57, tf32 5.94, fp32 10.99 */
 		out[n++] = (cand){ .name = "fp16", .p = XJ_PREC_FP16 };
 		out[n++] = (cand){ .name = "bf16", .p = XJ_PREC_BF16 };
 		out[n++] = (cand){ .name = "tf32", .p = XJ_PREC_TF32 };
@@ -188,16 +188,18 @@ static int sample_read(const h5in_info *info, int64_t rows, int64_t d,
 	return st->code;
 }
 
-/* A run's part: its seconds and, of them, the backend's rescoring and
- * base rows' preparation, and the pairs it rescored. */
-typedef struct shot {
-	double t, rescore_s, rows_s, rescored;
-} shot;
+typedef calib_shot shot;
 
 static shot shot_now(const xj_backend *be)
 {
+	double dev = 0;
+
+	for (int i = 0; i < be->nktime; i++)
+		if (strcmp(be->ktime[i].name, "prep") &&
+		    strcmp(be->ktime[i].name, "upload"))
+			dev += be->ktime[i].ms * 1e-3;
 	return (shot){ MPI_Wtime(), be->rescore_seconds, be->rows_seconds,
-		       be->rescored_pairs };
+		       be->rescored_pairs, dev };
 }
 
 /* What the backend did since a (shot_now), into *out when out is set. */
@@ -207,7 +209,8 @@ static void shot_since(shot *out, const xj_backend *be, shot a)
 
 	if (out)
 		*out = (shot){ z.t - a.t, z.rescore_s - a.rescore_s,
-			       z.rows_s - a.rows_s, z.rescored - a.rescored };
+			       z.rows_s - a.rows_s, z.rescored - a.rescored,
+			       z.dev - a.dev };
 }
 
 /*
@@ -274,7 +277,7 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
 		       int64_t nb, const xj_job *job, xj_command cmd, int reps,
 		       xj_status *st)
 {
-	shot best = { INFINITY, 0, 0, 0 };
+	shot best = { INFINITY, 0, 0, 0, 0 };
 
 	for (int rep = 0; rep < reps && !st->code; rep++) {
 		shot a = shot_now(be), t;
@@ -317,8 +320,19 @@ static shot shape_time(xj_backend *be, const sample *s, int64_t nq,
  * On a GPU (measure_shapes), where uploads and launches weigh too much
  * in small runs, three shapes of the large size: S1 = (q, b) (best of
  * three runs, the others of two), D1 = T(2q, b) - T1 = a q + c q b and
- * D2 = T(q, 2b) - T1 = b b + c q b, so c q b = D1 + D2 - T1. Each term
- * is kept >= 0.
+ * D2 = T(q, 2b) - T1 = b b + c q b. c is the device time of the pairs'
+ * kernels (events: the GEMMs and the selection, summed over their
+ * streams) that the second b base rows added, K(q, 2b) - K(q, b): passes
+ * whose rows have their gates, as most of a job's are. Read from wall
+ * times instead, as c q b = D1 + D2 - T1 (until 2026-11-27, eighth
+ * session), c was a difference of runs of 10 to 20 ms whose fixed costs
+ * and base rows' copies weigh as much as their pairs: on an H100, 1M x 1M
+ * x 128, auto chose tf32 (5.94 s) twice where fp16 ran 4.32 and bf16
+ * 5.57. Summed over streams that overlap, c is above the job's wall time
+ * per pair (on that H100 by 1.36 to 1.52 times, alike within 12% for
+ * every precision): the predictions rank the candidates, and overstate the
+ * job. Without the events (XJ_CUDA_TIMING=0) c is read from the wall
+ * times. Each term is kept >= 0.
  *
  * A candidate whose first run (the query rows and the first part on a
  * CPU) takes CALIB_SLOWER times *best, the fastest so far, stops there
@@ -373,8 +387,8 @@ static void measure_shapes(cand *cd, xj_backend *be, const sample *s,
 			   xj_status *st)
 {
 	int64_t q = s->q_rows, b = s->b_rows;
-	double qb = (double)q * b, D1, D2, T1, C, r, v, u, pairs, secs;
 	shot s1, more, sa2, sb2;
+	double m[4];
 
 	s1 = shape_time(be, s, q, b, job, cmd, 1, st);
 	if (!st->code && s1.t > CALIB_SLOWER * *best) {
@@ -387,22 +401,38 @@ static void measure_shapes(cand *cd, xj_backend *be, const sample *s,
 	sb2 = shape_time(be, s, q, 2 * b, job, cmd, 2, st);
 	if (st->code)
 		return;
-	pairs = s1.rescored + sa2.rescored + sb2.rescored;
-	secs = s1.rescore_s + sa2.rescore_s + sb2.rescore_s;
-	r = pairs > 0 ? secs / pairs : 0;
-	T1 = s1.t - s1.rescore_s;
-	D1 = (sa2.t - sa2.rescore_s) - T1;
-	D2 = (sb2.t - sb2.rescore_s) - T1;
-	C = fmax((D1 + D2 - T1) / qb, 0.25 * T1 / qb);  /* most of a run */
-	cd->c = C;
-	cd->a = fmax(D1 - C * qb, 0) / (double)q;
-	cd->b = fmax(D2 - C * qb, 0) / (double)b;
-	v = fmax(sb2.rescored - s1.rescored, 0) / (double)q;
-	u = s1.rescored / (double)q + v * (20 - log2((double)b));
-	cd->a += r * fmax(u, 0);
-	cd->e = r * v;
+	calib_fit_shapes(&s1, &sa2, &sb2, q, b, be->nktime > 0, m);
+	cd->a = m[0];
+	cd->b = m[1];
+	cd->c = m[2];
+	cd->e = m[3];
 	cd->measured = 1;
 	*best = fmin(*best, s1.t);
+}
+
+void calib_fit_shapes(const calib_shot *s1, const calib_shot *sa2,
+		      const calib_shot *sb2, int64_t q, int64_t b, int timed,
+		      double abce[4])
+{
+	double qb = (double)q * b, D1, D2, T1, C, r, v, u, pairs, secs;
+
+	pairs = s1->rescored + sa2->rescored + sb2->rescored;
+	secs = s1->rescore_s + sa2->rescore_s + sb2->rescore_s;
+	r = pairs > 0 ? secs / pairs : 0;
+	T1 = s1->t - s1->rescore_s;
+	D1 = (sa2->t - sa2->rescore_s) - T1;
+	D2 = (sb2->t - sb2->rescore_s) - T1;
+	if (timed && sb2->dev > s1->dev && s1->dev > 0)
+		C = (sb2->dev - s1->dev) / qb;
+	else
+		C = fmax((D1 + D2 - T1) / qb, 0.25 * T1 / qb);  /* most of a run */
+	abce[2] = C;
+	abce[0] = fmax(D1 - C * qb, 0) / (double)q;
+	abce[1] = fmax(D2 - C * qb, 0) / (double)b;
+	v = fmax(sb2->rescored - s1->rescored, 0) / (double)q;
+	u = s1->rescored / (double)q + v * (20 - log2((double)b));
+	abce[0] += r * fmax(u, 0);
+	abce[3] = r * v;
 }
 
 /* The candidate's model (after a warm-up run: oneDNN's and cuBLAS's first

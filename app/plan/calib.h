@@ -74,6 +74,23 @@ int calib_precision(xj_job *job, const xj_comm *c,
 		    const xj_device_choice *dev, const h5in_info *qinfo,
 		    const h5in_info *binfo, int threads, xj_status *st);
 
+/* A run's part (calib.c): its seconds and, of them, the backend's
+ * rescoring and base rows' preparation, and the pairs it rescored; dev:
+ * the device seconds of its pairs' kernels (a GPU's GEMMs and selection,
+ * summed over streams; not its rows' uploads and preparation), 0 where
+ * the backend does not time its kernels. */
+typedef struct calib_shot {
+	double t, rescore_s, rows_s, rescored, dev;
+} calib_shot;
+
+/* A GPU candidate's model a nq + b nb + c nq nb + e nq (log2 nb - 20)
+ * (abce) from the best runs of the shapes (q, b), (2q, b) and (q, 2b);
+ * timed: the backend timed its kernels (c from their device time, else
+ * from wall times). calib.c, measure_shapes, says how. */
+void calib_fit_shapes(const calib_shot *s1, const calib_shot *sa2,
+		      const calib_shot *sb2, int64_t q, int64_t b, int timed,
+		      double abce[4]);
+
 /* ---- the cache (calib_cache.c) ----------------------------------------- */
 
 typedef struct calib_entry {

@@ -114,8 +114,9 @@
  *                (1, default), half the bytes the GEMM writes and rowsel
  *                reads, or in float (0); the scan's bound takes the
  *                tile's rounding (canonical.cuh). On an H100 at 1M x 1M
- *                x 128, k = 10: fp16 4.22 s against bf16's 5.39 and
- *                tf32's 5.91 (tests/gpu/records/2026-11-27-h100-t16.log)
+ *                x 128, k = 10: fp16 4.32 s against 5.81 with a float
+ *                tile, bf16 5.57, tf32 5.94
+ *                (tests/gpu/records/2026-11-27-h100-t16.log)
  * The lists are the same bits under every setting.
  *
  * Memory: everything is allocated by backend_cuda_create for

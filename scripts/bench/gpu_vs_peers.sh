@@ -119,7 +119,9 @@ print(r["phase_seconds"]["compute"])' "$work/$name.json" 2>/dev/null || echo nan
 r=json.load(open(sys.argv[1])); km=r.get("kernel_ms", {}); s=sum(km.values()) or 1
 print("# %s: %s; precision %s; %.1f rescored/query; kernel ms %s" % (sys.argv[2],
       r.get("backend_detail", "?"), r.get("precision"), r.get("rescored_per_query", 0),
-      ", ".join("%s %.0f (%.0f%%)" % (k, v, 100 * v / s) for k, v in km.items() if v)))' \
+      ", ".join("%s %.0f (%.0f%%)" % (k, v, 100 * v / s) for k, v in km.items() if v)))
+if r.get("precision_why"):
+    print("# %s: %s" % (sys.argv[2], r["precision_why"]))' \
 			"$work/$name.json" "$name" 2>/dev/null
 	fi
 done

@@ -6,6 +6,7 @@
  * and concurrent writers that always leave a whole file.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,88 @@ static void test_concurrent(void)
 	printf("\n  %d reads, %d writers' last keys kept ", reads, found);
 }
 
+/* ---- a GPU candidate's model from three shapes ------------------------ */
+
+/* A GPU candidate as the H100 ran two (eighth session's record, 1M x 1M
+ * x 128): wall seconds per pair cw, device seconds per pair cd (the
+ * GEMMs and selection summed over streams, about 1.4 times cw), each
+ * query row's first pass kd more on the device, and per run a fixed
+ * cost f, per query row a and per base row b on the host (uploads,
+ * copies; fp16 also scans its rows for their largest value). */
+typedef struct gpu_cand {
+	double cw, cd, kd, f, a, b;
+} gpu_cand;
+
+/* The best run of shape (nq, nb), its wall time off by noise. */
+static calib_shot gpu_shot(const gpu_cand *g, double nq, double nb,
+			   double noise)
+{
+	calib_shot s = { 0, 0, 0, 0, 0 };
+
+	s.t = g->f + g->a * nq + g->b * nb + g->cw * nq * nb + noise;
+	s.dev = g->cd * nq * nb + g->kd * nq;
+	s.rescored = 40 * nq + 2 * nq * log2(nb);
+	return s;
+}
+
+static double gpu_predict(const double m[4], double n, double mm)
+{
+	return m[0] * n + m[1] * mm + m[2] * n * mm +
+	       m[3] * n * (log2(mm) - 20);
+}
+
+/* c is the device time the second b base rows added, exactly, whatever
+ * the wall times' noise; the faster candidate at 1M x 1M (fp16 there, by
+ * its device time) is predicted faster where the wall-time fit, with 1
+ * ms of noise on 10-20 ms runs, put it behind; without the events (or
+ * with events that did not move) the wall-time fit is kept. */
+static void test_fit_shapes(void)
+{
+	const int64_t q = 16384, b = 65536;
+	const double qb = (double)q * b, n = 1e6;
+	gpu_cand fp16 = { 4.32e-12, 5.86e-12, 2e-7, 8e-3, 2e-7, 1.2e-7 };
+	gpu_cand tf32 = { 5.94e-12, 8.73e-12, 2e-7, 5e-3, 1e-7, 6e-8 };
+	calib_shot h[3], t[3];
+	double mh[4], mt[4], wh[4], wt[4];
+
+	/* noise against fp16: its (q, b) run 1 ms fast, its others slow */
+	h[0] = gpu_shot(&fp16, q, b, -1e-3);
+	h[1] = gpu_shot(&fp16, 2 * q, b, 1e-3);
+	h[2] = gpu_shot(&fp16, q, 2 * b, 1e-3);
+	t[0] = gpu_shot(&tf32, q, b, 0);
+	t[1] = gpu_shot(&tf32, 2 * q, b, 0);
+	t[2] = gpu_shot(&tf32, q, 2 * b, 0);
+	calib_fit_shapes(&h[0], &h[1], &h[2], q, b, 1, mh);
+	calib_fit_shapes(&t[0], &t[1], &t[2], q, b, 1, mt);
+	CU_ASSERT_DOUBLE_EQUAL(mh[2], fp16.cd, 1e-6 * fp16.cd);
+	CU_ASSERT_DOUBLE_EQUAL(mt[2], tf32.cd, 1e-6 * tf32.cd);
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT(mh[i] >= 0 && mt[i] >= 0);
+	CU_ASSERT(gpu_predict(mh, n, n) < gpu_predict(mt, n, n));
+	/* the job's pairs' device time and its rows' (here 6%) */
+	CU_ASSERT(gpu_predict(mh, n, n) >= fp16.cd * n * n &&
+		  gpu_predict(mh, n, n) < 1.1 * fp16.cd * n * n);
+
+	/* untimed: the wall-time fit, c q b = D1 + D2 - T1 (or a quarter of
+	 * the first run) */
+	calib_fit_shapes(&h[0], &h[1], &h[2], q, b, 0, wh);
+	calib_fit_shapes(&t[0], &t[1], &t[2], q, b, 0, wt);
+	{
+		double T1 = h[0].t, D1 = h[1].t - T1, D2 = h[2].t - T1;
+		double c = fmax((D1 + D2 - T1) / qb, 0.25 * T1 / qb);
+
+		CU_ASSERT_DOUBLE_EQUAL(wh[2], c, 1e-9 * c);
+	}
+	CU_ASSERT(gpu_predict(wh, n, n) > gpu_predict(wt, n, n));
+	printf("\n  1M x 1M predicted: fp16 %.2f s, tf32 %.2f (device time); from wall times %.2f and %.2f ",
+	       gpu_predict(mh, n, n), gpu_predict(mt, n, n),
+	       gpu_predict(wh, n, n), gpu_predict(wt, n, n));
+	/* events that did not move: the wall-time fit too */
+	h[2].dev = h[0].dev;
+	calib_fit_shapes(&h[0], &h[1], &h[2], q, b, 1, mh);
+	CU_ASSERT_DOUBLE_EQUAL(mh[2], wh[2], 1e-9 * wh[2]);
+}
+
 static const unit_test tests[] = {
 	{ "where the cache lives", test_path },
 	{ "entries written and read back", test_roundtrip },
@@ -242,6 +325,7 @@ static const unit_test tests[] = {
 	{ "foreign and tampered files rejected", test_foreign },
 	{ "an unwritable place reported", test_unwritable },
 	{ "concurrent writers leave whole files", test_concurrent },
+	{ "a GPU candidate's model from its kernels' time", test_fit_shapes },
 };
 
 int main(void)
