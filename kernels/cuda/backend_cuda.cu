@@ -113,6 +113,7 @@ static void base_free(cuda_backend *c)
 	dev_free(&c->bn2);
 	dev_free(&c->bnorm);
 	dev_free(&c->submax);
+	dev_free(&c->subfmin);
 	dev_free(&c->blow);
 	dev_free(&c->bd);
 	for (int s = 0; s < 2; s++) {
@@ -146,6 +147,8 @@ int cuda_base_reserve(cuda_backend *c, int64_t rows, xj_status *st)
 	    dev_alloc(&c->bn2, rows, "base norms", st) ||
 	    dev_alloc(&c->bnorm, rows, "base norms", st) ||
 	    dev_alloc(&c->submax, rows / XJ_CUDA_TB + 1, "sub-tile norms", st) ||
+	    dev_alloc(&c->subfmin, rows / XJ_CUDA_TB + 1, "sub-tile norms",
+		      st) ||
 	    (c->lowp && dev_alloc(&c->blow, mul_sat(rows, d),
 				  "16-bit base rows", st)) ||
 	    (c->dgemm && dev_alloc(&c->bd, mul_sat(rows, d),
@@ -279,7 +282,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, seed, timing, sym, t16;
+	int64_t pipe, cols, rows, blocks, seed, timing, sym, t16, fmin;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -297,7 +300,8 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st) ||
-	    env_int("XJ_CUDA_TILE16", 1, 0, 1, &t16, st))
+	    env_int("XJ_CUDA_TILE16", 1, 0, 1, &t16, st) ||
+	    env_int("XJ_CUDA_FMIN", 0, 0, 1, &fmin, st))
 		return st->code;
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
@@ -326,6 +330,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->timing = (int)timing;
 	t->sym = (int)sym;
 	t->tile16 = (int)t16;
+	t->fmin = (int)fmin;
 	return XJ_OK;
 }
 
@@ -609,12 +614,15 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
 		 c->tune.rowsel && c->tune.tile16 &&
 		 cfg->precision == XJ_PREC_FP16 ? " 16-bit tile" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",
+		 c->tune.rowsel && c->tune.fmin &&
+		 (cfg->metric == XJ_METRIC_L2 ||
+		  cfg->metric == XJ_METRIC_SQEUCLIDEAN) ? " fn2-min" : "",
 		 c->tune.rowsel && !c->tune.whole ? " sub-tile scan" : "",
 		 (long long)c->prows,
 		 (long long)(c->tune.rowsel ? c->tune.pass_cols : XJ_CUDA_TB),

@@ -117,6 +117,12 @@
  *                x 128, k = 10: fp16 4.32 s against 5.81 with a float
  *                tile, bf16 5.57, tf32 5.94
  *                (tests/gpu/records/2026-11-27-h100-t16.log)
+ *   XJ_CUDA_FMIN=0|1             l2 family: rowsel's pass-wide scan
+ *                first tests a column's value against its sub-tile's
+ *                smallest fn2 (1; a superset of the columns the exact
+ *                test keeps, so fn2 is read only for a group of four
+ *                columns with one through) or reads fn2 for every column
+ *                (0, default until timed on a GPU)
  * The lists are the same bits under every setting.
  *
  * Memory: everything is allocated by backend_cuda_create for
@@ -292,11 +298,12 @@ int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
  * sub-tiles of tb. The lists (key, idx: nq x k; count: nq) and gates
  * (nq) carry over from call to call, so several chunks stream in turn;
  * backend_cuda_host_topk_init starts them as topk_begin does. stats gets
- * the rescored pairs, those left undecided by the bound and the
- * sub-tiles seeded, added. tile16 (fp16 only): g holds the 16-bit tile's
- * values instead, fp16 numbers h (held exactly as floats) of 2^e16 times
- * the above, e16 from backend_cuda_host_tile16_exp, as XJ_CUDA_TILE16's
- * GEMM writes them.
+ * the rescored pairs, those left undecided by the bound, the sub-tiles
+ * seeded and the groups of 4 columns the scan passed over without
+ * reading their fn2 (fmin: XJ_CUDA_FMIN's scan), added. tile16 (fp16 only): g holds the 16-bit
+ * tile's values instead, fp16 numbers h (held exactly as floats) of
+ * 2^e16 times the above, e16 from backend_cuda_host_tile16_exp, as
+ * XJ_CUDA_TILE16's GEMM writes them.
  */
 typedef struct backend_cuda_host_pass {
 	xj_metric metric;
@@ -313,6 +320,7 @@ typedef struct backend_cuda_host_pass {
 	int seed;
 	int whole;              /* XJ_CUDA_SCAN=pass */
 	int tile16, e16;        /* XJ_CUDA_TILE16=1 */
+	int fmin;               /* XJ_CUDA_FMIN=1 */
 } backend_cuda_host_pass;
 
 /* The 16-bit tile's scale exponent for rows whose largest |x_i| are qmax
@@ -331,7 +339,7 @@ void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
 				 double *gate);
 int backend_cuda_host_topk(const backend_cuda_host_pass *p, float *key,
 			   int64_t *idx, int64_t *count, double *gate,
-			   unsigned long long stats[3], xj_status *st);
+			   unsigned long long stats[4], xj_status *st);
 
 /*
  * The device pieces on their own, for the gpu tests (each a complete,

@@ -93,6 +93,9 @@ typedef struct cuda_tuning {
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int tile16;             /* XJ_CUDA_TILE16: fp16 passes write a
 				 * 16-bit tile */
+	int fmin;               /* XJ_CUDA_FMIN: rowsel's pass-wide scan
+				 * tests a column against its sub-tile's
+				 * smallest fn2 before reading its own */
 	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
 	int timing;             /* XJ_CUDA_TIMING: events around kernels */
 } cuda_tuning;
@@ -160,6 +163,8 @@ typedef struct cuda_backend {
 	float *bn2;             /* float squared norms (l2 family) */
 	float *bnorm;
 	float *submax;          /* largest bnorm per TB sub-tile */
+	float *subfmin;         /* smallest bn2 per TB sub-tile
+				 * (XJ_CUDA_FMIN, l2 family) */
 	uint16_t *blow;         /* bf16/fp16 copy of the GEMM's base rows */
 	int b_fp32;             /* fp16: this chunk needs the float32 GEMM */
 	float bmax16;           /* fp16: the largest |x_i| the GEMM reads */

@@ -1,11 +1,11 @@
 /*
  * prep.cuh: per-row preparation of a chunk on the device (norms, the
- * normalised copy for cosine, the largest norm of each sub-tile) and
- * plain fills.
+ * normalised copy for cosine, the largest norm and smallest squared norm
+ * of each sub-tile) and plain fills.
  *
- * defines: prep_norms, prep_hat, prep_submax, prep_lowp, prep_fill_f32,
- *          prep_fill_f64, xjc_max_abs, xjc_fp16_fits, XJC_FP16_MAX,
- *          XJC_BAD_NONE
+ * defines: prep_norms, prep_hat, prep_submax, prep_subfmin, prep_lowp,
+ *          prep_fill_f32, prep_fill_f64, xjc_max_abs, xjc_fp16_fits,
+ *          XJC_FP16_MAX, XJC_BAD_NONE
  *
  * Math, for a row x of dimension d (as cpu_rows.c, cpu_rows_prepare):
  *   n2    = sum_i (double)x_i^2 in index order     (canonical, double)
@@ -109,21 +109,27 @@ prep_hat_kernel(const float *x, const double *n2, int64_t rows, int64_t d,
 }
 
 /* One block per sub-tile of tile_rows rows: the largest float norm. */
+/* out[tile] = the largest (lo: smallest) x of the tile's rows; a NaN
+ * is passed over (fmaxf, fminf) */
+template <bool lo>
 __global__ void __launch_bounds__(PREP_THREADS)
-prep_submax_kernel(const float *fnorm, int64_t rows, int64_t tile_rows,
-		   float *submax)
+prep_sub_kernel(const float *x, int64_t rows, int64_t tile_rows,
+		float *out)
 {
 	using reduce = cub::BlockReduce<float, PREP_THREADS>;
 	__shared__ typename reduce::TempStorage tmp;
 	int64_t j0 = (int64_t)blockIdx.x * tile_rows;
 	int64_t j1 = j0 + tile_rows < rows ? j0 + tile_rows : rows;
-	float mx = 0.0f;
+	float r = lo ? INFINITY : 0.0f;
 
 	for (int64_t j = j0 + threadIdx.x; j < j1; j += PREP_THREADS)
-		mx = fmaxf(mx, fnorm[j]);
-	mx = reduce(tmp).Reduce(mx, ::cuda::maximum<float>{});
+		r = lo ? fminf(r, x[j]) : fmaxf(r, x[j]);
+	if (lo)
+		r = reduce(tmp).Reduce(r, ::cuda::minimum<float>{});
+	else
+		r = reduce(tmp).Reduce(r, ::cuda::maximum<float>{});
 	if (threadIdx.x == 0)
-		submax[blockIdx.x] = mx;
+		out[blockIdx.x] = r;
 }
 
 __device__ __forceinline__ void prep_round(float x, __nv_bfloat16 *out)
@@ -195,9 +201,10 @@ static int prep_hat(const float *x, const double *n2, int64_t rows,
 	return XJ_OK;
 }
 
-/* submax[t] = largest fnorm of rows [t tile_rows, (t+1) tile_rows). */
-static int prep_submax(const float *fnorm, int64_t rows, int64_t tile_rows,
-		       float *submax, cudaStream_t s, xj_status *st)
+/* out[t] = largest (lo: smallest) x of rows [t tile_rows, (t+1)
+ * tile_rows). */
+static int prep_sub(const float *x, int64_t rows, int64_t tile_rows,
+		    bool lo, float *out, cudaStream_t s, xj_status *st)
 {
 	int64_t tiles = (rows + tile_rows - 1) / tile_rows;
 
@@ -205,12 +212,31 @@ static int prep_submax(const float *fnorm, int64_t rows, int64_t tile_rows,
 		return XJ_OK;
 	if (tile_rows < 1 || tiles > INT32_MAX)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
-			       "prep_submax: %lld rows in tiles of %lld",
+			       "prep_sub: %lld rows in tiles of %lld",
 			       (long long)rows, (long long)tile_rows);
-	prep_submax_kernel<<<(unsigned)tiles, PREP_THREADS, 0, s>>>(
-		fnorm, rows, tile_rows, submax);
-	CUDA_LAUNCH_CHECK(st, prep_submax_kernel);
+	if (lo)
+		prep_sub_kernel<true><<<(unsigned)tiles, PREP_THREADS, 0, s>>>(
+			x, rows, tile_rows, out);
+	else
+		prep_sub_kernel<false><<<(unsigned)tiles, PREP_THREADS, 0, s>>>(
+			x, rows, tile_rows, out);
+	CUDA_LAUNCH_CHECK(st, prep_sub_kernel);
 	return XJ_OK;
+}
+
+/* submax[t] = largest fnorm of rows [t tile_rows, (t+1) tile_rows). */
+static int prep_submax(const float *fnorm, int64_t rows, int64_t tile_rows,
+		       float *submax, cudaStream_t s, xj_status *st)
+{
+	return prep_sub(fnorm, rows, tile_rows, false, submax, s, st);
+}
+
+/* subfmin[t] = smallest fn2 of rows [t tile_rows, (t+1) tile_rows)
+ * (XJ_CUDA_FMIN, rowsel.cuh). */
+static int prep_subfmin(const float *fn2, int64_t rows, int64_t tile_rows,
+			float *subfmin, cudaStream_t s, xj_status *st)
+{
+	return prep_sub(fn2, rows, tile_rows, true, subfmin, s, st);
 }
 
 /* The n elements of x rounded to bf16 or fp16 (p) into out, 2 bytes

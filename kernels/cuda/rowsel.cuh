@@ -50,7 +50,9 @@
  * seeding.
  *
  * Cost per base element: 4 bytes of G and 4 of fn2 read once (L2 when
- * the tile is), one float add and compare; a seeding sub-tile reads its
+ * the tile is), one float add and compare (XJ_CUDA_FMIN: fn2 only for
+ * a group of 4 columns with one whose G plus its sub-tile's smallest fn2
+ * passes); a seeding sub-tile reads its
  * values four more times. The 16-bit tile (XJ_CUDA_TILE16, fp16 passes:
  * a.gh) holds fp16 values of 2^e G, 2 bytes an element read 4 at a time
  * and multiplied by a.gunit = 2^-e (exact); the thresholds and seed
@@ -107,6 +109,8 @@ struct rowsel_args {
 	int64_t j0;
 	int64_t tb;              /* rows per sub-tile (submax) */
 	const float *fn2;        /* chunk: float squared norms, l2 family */
+	const float *subfmin;    /* chunk: smallest fn2 per sub-tile, or
+				  * NULL (XJ_CUDA_FMIN) */
 	const float *submax;     /* chunk: largest float norm per sub-tile */
 	int m;
 	int64_t d;
@@ -133,7 +137,9 @@ struct rowsel_args {
 	int seed;
 	int whole;               /* scan the rest of the pass in one step */
 	unsigned long long *stats;   /* [0] rescored, [1] undecided,
-				      * [2] sub-tiles seeded */
+				      * [2] sub-tiles seeded, [3] groups of
+				      * 4 columns XJ_CUDA_FMIN's scan passed
+				      * over without reading fn2 */
 };
 
 struct rs_shared {
@@ -145,9 +151,10 @@ struct rs_shared {
 	uint32_t want, prefix, mask;
 	int hist[256];
 	float tsub[RS_MAXSUB];   /* a pass-wide step's thresholds */
+	float fsub[RS_MAXSUB];   /* and its sub-tiles' smallest fn2 */
 	float skey[RS_BATCH], okey[RS_BATCH];
 	int scol[RS_BATCH], ocol[RS_BATCH];
-	unsigned long long rescored, undecided, seeded;
+	unsigned long long rescored, undecided, seeded, skipped;
 };
 
 /* One lane's partial sums of a pair: s of the canonical terms, a of
@@ -260,6 +267,36 @@ XJC_HD void rs_value4(const rowsel_args &a, const T *grow, int c, float v[4])
 #else
 	for (int e = 0; e < 4; e++)
 		v[e] = rs_value(a, grow, c + e);
+#endif
+}
+
+/* G of columns c .. c + 3 (one load on the device), and their values
+ * v = fn2 + G once fn2 is read (one 16-byte load; v may be g): rs_value4
+ * in two steps, the same bits. */
+template <class T>
+XJC_HD void rs_g4v(const rowsel_args &a, const T *grow, int c, float g[4])
+{
+#ifdef __CUDA_ARCH__
+	rs_g4(grow + c, a.gunit, g);
+#else
+	for (int e = 0; e < 4; e++)
+		g[e] = rs_g(grow + c + e, a.gunit);
+#endif
+}
+
+XJC_HD void rs_fn2_add4(const rowsel_args &a, int c, const float g[4],
+			float v[4])
+{
+#ifdef __CUDA_ARCH__
+	float4 f = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
+
+	v[0] = __fadd_rn(f.x, g[0]);
+	v[1] = __fadd_rn(f.y, g[1]);
+	v[2] = __fadd_rn(f.z, g[2]);
+	v[3] = __fadd_rn(f.w, g[3]);
+#else
+	for (int e = 0; e < 4; e++)
+		v[e] = XJC_FADD(a.fn2[a.j0 + c + e], g[e]);
 #endif
 }
 
@@ -605,7 +642,7 @@ XJC_HD void rs_scan_sub(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * threshold for the row's current gate; 16-byte loads where G's row and
  * fn2 allow them. */
 #pragma nv_exec_check_disable
-template <class BLK, class T>
+template <class BLK, class T, bool F>
 XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 			 int r, const T *grow, int *slots, int c0, int c1,
 			 int64_t jt, int64_t self_col)
@@ -615,20 +652,30 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 	bool vec = tb % 4 == 0 && rs_aligned(grow + c0, 4 * sizeof(T)) &&
 		   (!a.fn2 || rs_aligned(a.fn2 + a.j0 + c0, 16));
 	int nv = vec ? (c1 - c0) / 4 : 0;
+	bool fmin = F && vec && a.subfmin;   /* XJ_CUDA_FMIN */
 
 	blk.each([&](int t) {
-		for (int s = t; s < nsub; s += BLK::NT)
+		for (int s = t; s < nsub; s += BLK::NT) {
 			sh.tsub[s] = xjc_scan_threshold(a.m, a.d, sh.gate,
 							a.qq[r], a.qnorm[r],
 							a.submax[jt + s],
 							a.prec, a.gunit);
+			if (fmin)
+				sh.fsub[s] = a.subfmin[jt + s];
+		}
 		if (t == 0)
 			sh.n = 0;
 	});
 	blk.each([&](int t) {
+		unsigned long long skipped = 0;
+
 		/* groups of 4 columns, RS_UNROLL loads in flight; a group
 		 * never straddles sub-tiles (tb and its first column are
-		 * multiples of 4) */
+		 * multiples of 4). XJ_CUDA_FMIN: a column whose fl(fmin +
+		 * G) is over the threshold, fmin its sub-tile's smallest
+		 * fn2, has fl(fn2 + G) >= fl(fmin + G) over it too
+		 * (rounding is monotone), so fn2 is read only for a group
+		 * with a column through: the same columns kept */
 		for (int v = t; v < nv; v += BLK::NT * RS_UNROLL) {
 			float x[RS_UNROLL][4];
 
@@ -636,17 +683,32 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 			for (int u = 0; u < RS_UNROLL; u++) {
 				int vu = v + u * BLK::NT;
 
-				if (vu < nv)
+				if (vu < nv && fmin)
+					rs_g4v(a, grow, c0 + 4 * vu, x[u]);
+				else if (vu < nv)
 					rs_value4(a, grow, c0 + 4 * vu, x[u]);
 			}
 			RS_UNROLL_LOOP
 			for (int u = 0; u < RS_UNROLL; u++) {
 				int vu = v + u * BLK::NT, c = c0 + 4 * vu;
+				int s = c < e0 ? 0 : 1 + (c - e0) / tb;
 				float thr;
 
 				if (vu >= nv)
 					continue;
-				thr = sh.tsub[c < e0 ? 0 : 1 + (c - e0) / tb];
+				thr = sh.tsub[s];
+				if (fmin) {
+					bool any = false;
+
+					for (int e = 0; e < 4; e++)
+						any |= XJC_FADD(sh.fsub[s],
+								x[u][e]) <= thr;
+					if (!any) {
+						skipped++;
+						continue;
+					}
+					rs_fn2_add4(a, c, x[u], x[u]);
+				}
 				for (int e = 0; e < 4; e++)
 					if (x[u][e] <= thr && c + e != self_col)
 						slots[blk.add(&sh.n, 1)] = c + e;
@@ -658,6 +720,8 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 			if (rs_value(a, grow, c) <= thr && c != self_col)
 				slots[blk.add(&sh.n, 1)] = c;
 		}
+		if (skipped)
+			blk.add64(&sh.skipped, skipped);
 	});
 }
 
@@ -665,7 +729,7 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
  * time while the row's gate is being seeded (or a.whole is 0), then the
  * rest of the pass in one step. */
 #pragma nv_exec_check_disable
-template <class BLK, class T>
+template <class BLK, class T, bool F>
 XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 			const T *g)
 {
@@ -677,6 +741,7 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 		sh.rescored = 0;
 		sh.undecided = 0;
 		sh.seeded = 0;
+		sh.skipped = 0;
 	});
 	for (int c0 = 0; c0 < a.ncols;) {
 		int64_t jt = (a.j0 + c0) / a.tb;
@@ -700,7 +765,8 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 			int64_t lim = (jt + RS_MAXSUB) * a.tb - a.j0;
 
 			c1 = lim < a.ncols ? (int)lim : a.ncols;
-			rs_scan_pass(blk, sh, a, r, grow, slots, c0, c1, jt,
+			rs_scan_pass<BLK, T, F>(blk, sh, a, r, grow, slots,
+						c0, c1, jt,
 				     self_col);
 			bmax = -1.0f;
 		} else {
@@ -723,6 +789,8 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 			blk.add64(&a.stats[1], sh.undecided);
 		if (sh.seeded)
 			blk.add64(&a.stats[2], sh.seeded);
+		if (sh.skipped)
+			blk.add64(&a.stats[3], sh.skipped);
 	});
 }
 
@@ -733,14 +801,14 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * thread (none spilled), 8 caps it at 64 (a few spilled to the stack)
  * for twice the rows in flight; XJ_CUDA_RS_BLOCKS picks one (8 by
  * default) */
-template <int minb, class T>
+template <int minb, class T, bool F>
 __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_kernel(rowsel_args a, const T *g)
 {
 	__shared__ rs_shared sh;
 	rs_dev_block blk = { (int)threadIdx.x };
 
-	rowsel_row(blk, sh, a, (int)blockIdx.x, g);
+	rowsel_row<rs_dev_block, T, F>(blk, sh, a, (int)blockIdx.x, g);
 }
 #endif
 
@@ -759,19 +827,28 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 
 #ifdef __CUDACC__
 /* Rows [0, tq) of the tile g, one block each, on stream s, in the build
- * of at least minb (4 or 8) blocks an SM. */
-template <class T>
+ * of at least minb (4 or 8) blocks an SM; F: XJ_CUDA_FMIN's scan, a
+ * kernel of its own (its registers leave the others' as they were). */
+template <class T, bool F>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 			 cudaStream_t s, xj_status *st)
 {
 	if (minb == 8) {
-		rowsel_kernel<8, T><<<tq, RS_THREADS, 0, s>>>(a, g);
+		rowsel_kernel<8, T, F><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
 	} else {
-		rowsel_kernel<4, T><<<tq, RS_THREADS, 0, s>>>(a, g);
+		rowsel_kernel<4, T, F><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<4>);
 	}
 	return XJ_OK;
+}
+
+template <class T>
+static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
+			 cudaStream_t s, xj_status *st)
+{
+	return a.subfmin ? rowsel_launch<T, true>(a, g, tq, minb, s, st) :
+			   rowsel_launch<T, false>(a, g, tq, minb, s, st);
 }
 
 /* The pass's rows on stream s, reading a.g or a.gh. */
@@ -789,7 +866,7 @@ static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
 
 /* The same rows on the host, one after the other (a's pointers are host
  * memory). */
-template <class T>
+template <class T, bool F>
 static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 {
 	rs_host_block blk;
@@ -798,7 +875,7 @@ static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 		rs_shared sh;
 
 		memset(&sh, 0xa5, sizeof(sh));   /* poison */
-		rowsel_row(blk, sh, a, r, g);
+		rowsel_row<rs_host_block, T, F>(blk, sh, a, r, g);
 	}
 }
 
@@ -806,10 +883,14 @@ static int rowsel_host(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (rowsel_args_check(a, tq, st))
 		return st->code;
-	if (a.gh)
-		rowsel_host_rows(a, a.gh, tq);
+	if (a.gh && a.subfmin)
+		rowsel_host_rows<__half, true>(a, a.gh, tq);
+	else if (a.gh)
+		rowsel_host_rows<__half, false>(a, a.gh, tq);
+	else if (a.subfmin)
+		rowsel_host_rows<float, true>(a, a.g, tq);
 	else
-		rowsel_host_rows(a, a.g, tq);
+		rowsel_host_rows<float, false>(a, a.g, tq);
 	return XJ_OK;
 }
 

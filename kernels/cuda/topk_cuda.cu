@@ -161,7 +161,10 @@ static int base_prepare_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	     prep_hat(c->b, c->bb, b->rows, c->cfg.d, c->bhat, c->stream,
 		      st)) ||
 	    prep_submax(c->bnorm, b->rows, XJ_CUDA_TB, c->submax, c->stream,
-			st))
+			st) ||
+	    (c->tune.fmin && xjc_is_sq(m) &&
+	     prep_subfmin(c->bn2, b->rows, XJ_CUDA_TB, c->subfmin, c->stream,
+			  st)))
 		return st->code;
 	if (c->lowp && !c->q_fp32 && !c->b_fp32 &&
 	    prep_lowp(cosine ? c->bhat : c->b, b->rows * c->cfg.d,

@@ -113,6 +113,7 @@ static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
 	a.j0 = j0;
 	a.tb = XJ_CUDA_TB;
 	a.fn2 = xjc_is_sq(cfg->metric) ? c->bn2 : NULL;
+	a.subfmin = a.fn2 && c->tune.fmin ? c->subfmin : NULL;
 	a.submax = c->submax;
 	a.m = (int)cfg->metric;
 	a.d = d;
@@ -332,7 +333,7 @@ static void host_norms(const float *x, int64_t n, int64_t d, double *n2,
 extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 				      float *key, int64_t *idx,
 				      int64_t *count, double *gate,
-				      unsigned long long stats[3],
+				      unsigned long long stats[4],
 				      xj_status *st)
 {
 	int64_t d = p->d, k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
@@ -345,6 +346,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	float *fn2 = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
 	float *bn = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
 	float *submax = (float *)calloc((size_t)nsub, sizeof(float));
+	float *subfmin = (float *)malloc(sizeof(float) * (size_t)nsub);
 	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * cap));
 	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
 	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
@@ -354,7 +356,8 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 				 NULL;
 	int rc = XJ_OK;
 
-	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !cand ||
+	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !subfmin ||
+	    !cand ||
 	    !tkey || !tidx || (p->tile16 && !gh)) {
 		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
 		goto done;
@@ -373,8 +376,12 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
 	host_norms(p->q, nq, d, qq, qf, qn);
 	host_norms(p->b, nb, d, bb, fn2, bn);
-	for (int64_t j = 0; j < nb; j++)
+	for (int64_t j = 0; j < nsub; j++)
+		subfmin[j] = INFINITY;
+	for (int64_t j = 0; j < nb; j++) {
 		submax[j / tb] = fmaxf(submax[j / tb], bn[j]);
+		subfmin[j / tb] = fminf(subfmin[j / tb], fn2[j]);
+	}
 	for (int64_t i0 = 0; i0 < nq && !rc; i0 += p->tq)
 		for (int64_t j0 = 0; j0 < nb && !rc; j0 += p->pass_cols) {
 			int tq = (int)MIN64(p->tq, nq - i0);
@@ -389,6 +396,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			a.j0 = j0;
 			a.tb = tb;
 			a.fn2 = xjc_is_sq(p->metric) ? fn2 : NULL;
+			a.subfmin = a.fn2 && p->fmin ? subfmin : NULL;
 			a.submax = submax;
 			a.m = (int)p->metric;
 			a.d = d;
@@ -428,6 +436,7 @@ done:
 	free(fn2);
 	free(bn);
 	free(submax);
+	free(subfmin);
 	free(cand);
 	free(tkey);
 	free(tidx);

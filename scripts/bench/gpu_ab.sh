@@ -16,6 +16,8 @@
 #   rowsel-bf16, rowsel-auto
 #   rowsel-fp16, ftile-fp16   fp16 with its 16-bit tile (the default)
 #                      and with a float tile (XJ_CUDA_TILE16=0)
+#   fmin-fp32, fmin-fp16, fmin4-fp16   XJ_CUDA_FMIN=1 (the last with
+#                      XJ_CUDA_RS_BLOCKS=4: the kernel without spills)
 #   nopipe-fp32        XJ_CUDA_PIPELINE=0
 #   pass4k-fp32, pass8k-fp32, pass32k-fp32   XJ_CUDA_PASS_COLS
 #   noseed-fp32        XJ_CUDA_SEED=0
@@ -31,9 +33,10 @@
 # --passes runs the selection's study instead of the first list: the
 # tile kernels as the reference, then rowsel in fp32, tf32 and bf16, fp16
 # with its 16-bit tile, with a float tile and without the pipeline
-# (XJ_CUDA_PIPELINE=0: each kernel class alone), auto, k = 1000 (fp32,
-# bf16, fp16), the scan alone (a threshold no pair passes: the read of
-# the tile) in fp32 and of the 16-bit tile; then the self-joins and range
+# (XJ_CUDA_PIPELINE=0: each kernel class alone), XJ_CUDA_FMIN=1 (fp32,
+# fp16, fp16 at 4 blocks an SM), auto, k = 1000 (fp32, bf16, fp16), the
+# scan alone (a threshold no pair passes: the read of the tile) in fp32,
+# of the 16-bit tile and with XJ_CUDA_FMIN; then the self-joins and range
 # joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
@@ -137,6 +140,10 @@ if [ $passes = 1 ]; then
 	run ftile-fp16 tile-fp32 XJ_CUDA_TILE16=0 -- "${job[@]}" -k 10 --precision fp16
 	# without the pipeline: each kernel class's time alone
 	run nopipe-fp16 tile-fp32 XJ_CUDA_PIPELINE=0 -- "${job[@]}" -k 10 --precision fp16
+	# fn2 read only for groups past their sub-tile's smallest fn2
+	run fmin-fp32 tile-fp32 XJ_CUDA_FMIN=1 -- "${job[@]}" -k 10 --precision fp32
+	run fmin-fp16 tile-fp32 XJ_CUDA_FMIN=1 -- "${job[@]}" -k 10 --precision fp16
+	run fmin4-fp16 tile-fp32 XJ_CUDA_FMIN=1 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
@@ -146,6 +153,7 @@ if [ $passes = 1 ]; then
 	run scan-tile-fp32 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 10 --precision fp32 -t 0.001
 	run scan-fp32 scan-tile-fp32 -- "${job[@]}" -k 10 --precision fp32 -t 0.001
 	run scan-fp16 scan-tile-fp32 -- "${job[@]}" -k 10 --precision fp16 -t 0.001
+	run scan-fmin-fp16 scan-tile-fp32 XJ_CUDA_FMIN=1 -- "${job[@]}" -k 10 --precision fp16 -t 0.001
 else
 run rowsel-fp32 tile-fp32 -- "${job[@]}" -k 10 --precision fp32
 run subscan-fp32 tile-fp32 XJ_CUDA_SCAN=sub -- "${job[@]}" -k 10 --precision fp32

@@ -14,7 +14,8 @@
 #                 xjoin-P (default "fp32 auto": the float32 candidate GEMM,
 #                 and the default, what the card runs fastest); P-ft
 #                 runs P with XJ_CUDA_TILE16=0 (fp16-ft: fp16 with a float
-#                 tile instead of its 16-bit one)
+#                 tile instead of its 16-bit one), P-fmin with
+#                 XJ_CUDA_FMIN=1 (fn2 read only past its sub-tile's least)
 #   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
 #                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
@@ -107,8 +108,10 @@ timed() {	# NAME CMD...: run, record wall seconds
 for p in $precisions; do
 	name=xjoin-$p
 	t16=${XJ_CUDA_TILE16:-}
+	fmin=${XJ_CUDA_FMIN:-}
+	case $p in *-fmin) fmin=1; p=${p%-fmin} ;; esac
 	case $p in *-ft) t16=0; p=${p%-ft} ;; esac
-	if timed "$name" env XJ_CUDA_TILE16=$t16 "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
+	if timed "$name" env XJ_CUDA_TILE16=$t16 XJ_CUDA_FMIN=$fmin "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
 		--device gpu --precision "$p" -o "$work/$name.h5" --force --quiet \
 		--report-json "$work/$name.json"; then
 		compute[$name]=$("${py:-python3}" -c 'import json,sys

@@ -185,14 +185,14 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
-static void run_case(const tcase *tc, int whole)
+static void run_case(const tcase *tc, int whole, int fmin)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
 	float *centres = gauss_rows(7, d, 0, 1);
 	float *bx = NULL, *qx = NULL, *g = NULL, *key, thr = 0;
 	int64_t *idx, *count, bad = 0, short_rows = 0;
 	double *gate;
-	unsigned long long stats[3] = { 0, 0, 0 };
+	unsigned long long stats[4] = { 0, 0, 0, 0 };
 	rows Q, B;
 	kv *all, *want;
 	xj_status st;
@@ -262,6 +262,7 @@ static void run_case(const tcase *tc, int whole)
 		p.pass_cols = tc->pass;
 		p.seed = tc->seed;
 		p.whole = whole;
+		p.fmin = fmin;
 		p.tile16 = tc->t16 != 0;
 		p.e16 = e16;
 		xj_ok(&st);
@@ -297,9 +298,15 @@ static void run_case(const tcase *tc, int whole)
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
-	printf("\n  %-28s %-4s %6.1f rescored/query, %llu undecided, %llu seeded ",
-	       tc->name, whole ? "pass" : "sub",
-	       (double)stats[0] / (double)nq, stats[1], stats[2]);
+	/* XJ_CUDA_FMIN passes over groups (the same lists, above) on rows
+	 * of the l2 family that scan whole passes */
+	if (fmin && tc->m != XJ_METRIC_IP && tc->m != XJ_METRIC_COSINE &&
+	    tc->pass > tc->tb && tc->data == D_GAUSS)
+		CU_ASSERT(stats[3] > 0);
+	printf("\n  %-28s %-4s%s %6.1f rescored/query, %llu undecided, %llu seeded, %5.1f%% fn2 unread ",
+	       tc->name, whole ? "pass" : "sub", fmin ? " fmin" : "     ",
+	       (double)stats[0] / (double)nq, stats[1], stats[2],
+	       100.0 * (double)stats[3] / (double)(nq * nb / 4));
 	rows_free(&Q);
 	rows_free(&B);
 	free(centres);
@@ -356,10 +363,13 @@ static const tcase cases[] = {
 
 static void test_cases(void)
 {
-	/* both scans: a sub-tile at a time, and the rest of a pass at once */
+	/* both scans: a sub-tile at a time, and the rest of a pass at once
+	 * (that one also with XJ_CUDA_FMIN's test of each sub-tile's
+	 * smallest fn2 first: the l2 family's cases) */
 	for (int whole = 0; whole < 2; whole++)
-		for (size_t i = 0; i < UNIT_COUNT(cases); i++)
-			run_case(&cases[i], whole);
+		for (int fmin = 0; fmin <= whole; fmin++)
+			for (size_t i = 0; i < UNIT_COUNT(cases); i++)
+				run_case(&cases[i], whole, fmin);
 }
 
 /* A first sub-tile seeded rescores about k candidates a row; unseeded,
@@ -370,7 +380,7 @@ static void test_seed_saves(void)
 	tcase a = cases[0], b = cases[1];
 	int64_t d = 32, nq = 64, nb = 2048, k = 10;
 	float *qx = gauss_rows(nq, d, 0, 1), *bx = gauss_rows(nb, d, 0, 1);
-	unsigned long long s[2][3] = { { 0 } };
+	unsigned long long s[2][4] = { { 0 } };
 	rows Q, B;
 
 	CU_ASSERT_FATAL(rows_make(&Q, qx, nq, d) == 0);
@@ -390,7 +400,7 @@ static void test_seed_saves(void)
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed, 0, 0, 0 };
+					     nb, tc->seed, 0, 0, 0, 0 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
