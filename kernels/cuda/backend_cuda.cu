@@ -680,7 +680,8 @@ extern "C" int64_t backend_cuda_work_bytes(const xj_backend_cfg *cfg,
 	 * matrix: one, and its copy in double */
 	double per_b = (k >= 1 || cfg->range ? 8 : 12) * d + cos_row +
 		       low_row + 16;
-	double fixed = tile * 8 + 16 + 4 * (double)(brows / XJ_CUDA_TB + 1);
+	/* the sub-tiles' largest norm and smallest fn2 */
+	double fixed = tile * 8 + 16 + 8 * (double)(brows / XJ_CUDA_TB + 1);
 	double total;
 
 	if (k >= 1) {

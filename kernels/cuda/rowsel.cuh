@@ -52,8 +52,7 @@
  * Cost per base element: 4 bytes of G and 4 of fn2 read once (L2 when
  * the tile is), one float add and compare (XJ_CUDA_FMIN: fn2 only for
  * a group of 4 columns with one whose G plus its sub-tile's smallest fn2
- * passes); a seeding sub-tile reads its
- * values four more times. The 16-bit tile (XJ_CUDA_TILE16, fp16 passes:
+ * passes); a seeding sub-tile reads its values four more times. The 16-bit tile (XJ_CUDA_TILE16, fp16 passes:
  * a.gh) holds fp16 values of 2^e G, 2 bytes an element read 4 at a time
  * and multiplied by a.gunit = 2^-e (exact); the thresholds and seed
  * gates take its rounding (canonical.cuh, xjc_err_bound_prec's gunit). Per rescored pair: 4d bytes of the base row,
@@ -766,8 +765,7 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 
 			c1 = lim < a.ncols ? (int)lim : a.ncols;
 			rs_scan_pass<BLK, T, F>(blk, sh, a, r, grow, slots,
-						c0, c1, jt,
-				     self_col);
+						c0, c1, jt, self_col);
 			bmax = -1.0f;
 		} else {
 			if (sh.seed)

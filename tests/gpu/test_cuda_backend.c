@@ -399,15 +399,16 @@ static void test_host_work_bytes(void)
 
 	/* per query row 4d + 28 + 12k (past the default pass rows, 2048,
 	 * which fewer query rows cut: below); per base row 8d + 16 and a
-	 * sub-tile maximum per 4096 rows */
+	 * sub-tile's largest norm and smallest fn2 per 4096 rows */
 	unsetenv("XJ_CUDA_PASS_ROWS");
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 4000, 2 * tb) -
 			backend_cuda_work_bytes(&cfg, 3000, 2 * tb),
 			1000 * (4 * d + 28 + 12 * k));
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 3 * tb) - a,
-			tb * (8 * d + 16) + 4);
+			tb * (8 * d + 16) + 8);
 	/* fixed: two matrix tiles, the flags, the candidate slots, the
-	 * merge scratch and the counters; the base rows' one maximum; and
+	 * merge scratch and the counters; the base rows' one maximum and
+	 * minimum; and
 	 * by the selection (backend_cuda.h's variables): rowsel's two pass
 	 * tiles of 4 sub-tiles (one without the pipeline, wider passes
 	 * wider) and its slots for a pass (a sub-tile's with
@@ -418,16 +419,16 @@ static void test_host_work_bytes(void)
 	unsetenv("XJ_CUDA_PASS_COLS");
 	unsetenv("XJ_CUDA_SCAN");
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
-			tq * tb * 8 + 4 * tq * 4 * tb + 16 + 4 + tq * 4 +
+			tq * tb * 8 + 4 * tq * 4 * tb + 16 + 8 + tq * 4 +
 			tq * k * 12 + 32 + 2 * 4 * tq * 4 * tb);
 	setenv("XJ_CUDA_SCAN", "sub", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
-			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
+			tq * tb * 12 + 16 + 8 + tq * 4 + tq * k * 12 + 32 +
 			2 * 4 * tq * 4 * tb);
 	setenv("XJ_CUDA_PIPELINE", "0", 1);
 	setenv("XJ_CUDA_PASS_COLS", "16384", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
-			tq * tb * 12 + 16 + 4 + tq * 4 + tq * k * 12 + 32 +
+			tq * tb * 12 + 16 + 8 + tq * 4 + tq * k * 12 + 32 +
 			4 * tq * 16384);
 	unsetenv("XJ_CUDA_SCAN");
 	unsetenv("XJ_CUDA_PIPELINE");
@@ -436,7 +437,7 @@ static void test_host_work_bytes(void)
 	 * default, no more than the query rows rounded up to 512): the
 	 * slots, the merge scratch and the two pass tiles grow with P */
 	{
-		const int64_t fix = tq * tb * 8 + 16 + 4 + tq * 4 + 32;
+		const int64_t fix = tq * tb * 8 + 16 + 8 + tq * 4 + 32;
 		const int64_t per_q = 4 * d + 28 + 12 * k;
 		xj_status st;
 		int64_t p;
@@ -492,7 +493,7 @@ static void test_host_work_bytes(void)
 	setenv("XJ_CUDA_PASS_COLS", "16384", 1);
 	setenv("XJ_CUDA_SELECT", "tile", 1);
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 0, 0),
-			tq * tb * 24 + 16 + 4 + tq * 8 + tq * k * 12 + 32);
+			tq * tb * 24 + 16 + 8 + tq * 8 + tq * k * 12 + 32);
 	unsetenv("XJ_CUDA_SELECT");
 	unsetenv("XJ_CUDA_PIPELINE");
 	unsetenv("XJ_CUDA_PASS_COLS");
@@ -517,7 +518,7 @@ static void test_host_work_bytes(void)
 	cfg.k = 0;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
 			1000 * (4 * d + 28) + 2 * tb * (12 * d + 16) +
-			tq * tb * 8 + 16 + 4 * 3 +
+			tq * tb * 8 + 16 + 8 * 3 +
 			tq * d * 8 + tq * tb * 8 + 4 * (tq / 32) * (tb / 32) +
 			8);
 	/* a range join (k = 0, cfg.range): two base chunks as top-k, the
@@ -526,7 +527,7 @@ static void test_host_work_bytes(void)
 	cfg.range = 1;
 	CU_ASSERT_EQUAL(backend_cuda_work_bytes(&cfg, 1000, 2 * tb),
 			1000 * (4 * d + 28) + 2 * tb * (8 * d + 16) +
-			tq * tb * 8 + 16 + 4 * 3 + tq * tb * 4 + tq * 4 + 8 +
+			tq * tb * 8 + 16 + 8 * 3 + tq * tb * 4 + tq * 4 + 8 +
 			tq * tb * 4 * 16);
 	cfg.range = 0;
 	/* sizes past any device saturate instead of wrapping */
