@@ -57,11 +57,13 @@ SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NODE_IDLE_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 15
 
-# requeue: the generated job (a minute or more on the 2-core development
-# machine, 75 to 150 s with other work running) and its forced chunks,
-# small enough that a signal is answered within a second and a run's
-# progress is recorded query chunk by chunk
-GEN_ROWS, GEN_QUERIES, GEN_DIM, GEN_SEED = 400000, 300000, 32, 11
+# requeue: the generated job and its forced chunks, small enough that a
+# signal is answered within a second and a run's progress is recorded
+# query chunk by chunk. Its work must outlast Slurm's first warning (15
+# to 45 s into a run): with 300,000 queries it took 75 to 150 s on the
+# 2-core development machine, and 45 s on a faster one (2026-11-27: no
+# warning came, the job was never requeued), so 450,000
+GEN_ROWS, GEN_QUERIES, GEN_DIM, GEN_SEED = 400000, 450000, 32, 11
 CHUNK_ROWS = 4096
 TIME_LIMIT = "1"             # minutes: Slurm's smallest
 WARN = "B:USR1@15"           # sent 15 to 45 s into each run
@@ -642,8 +644,8 @@ def case_requeue(args, cl, ck):
         return
     # The reference runs with the planner's chunks (results do not depend
     # on chunking); the Slurm job records progress after every chunk. Its
-    # work (about 80 s on 2 idle cores) must outlast Slurm's first warning,
-    # which comes 15 to 45 s into a run: fp32 candidates (the default,
+    # work (GEN_QUERIES) must outlast Slurm's first warning, which comes
+    # 15 to 45 s into a run: fp32 candidates (the default,
     # auto, picks faster ones that ended the job before the warning; the
     # bits are the same)
     job = ["topk", "-q", data, "-b", data, "-k", 10, "--precision", "fp32"]
