@@ -7,7 +7,7 @@
  * (inspect_print.c, inspect_result.c) and unfinished runs
  * (inspect_unfinished.c); inspect_int.h lists what the parts share.
  *
- * defines: inspect_opts, inspect_file, inspect_run
+ * defines: inspect_opts, inspect_file, inspect_run, inspect_json_str
  *
  * FILE is one of:
  *   a result (root attributes schema_version and command = topk|matrix):
@@ -49,5 +49,9 @@ int inspect_file(const char *path, const inspect_opts *o, FILE *out,
 /* Collective over c->world: rank 0 inspects job->inspect_file on stdout,
  * the others wait; every rank returns rank 0's status. */
 int inspect_run(const xj_job *job, const xj_comm *c, xj_status *st);
+
+/* s as a JSON string, quotes and escapes included (inspect_print.c;
+ * the run report's --report-json writes its texts with it too). */
+void inspect_json_str(FILE *f, const char *s);
 
 #endif

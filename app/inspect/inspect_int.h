@@ -136,7 +136,6 @@ int inspect_verdict(struct insp *in, xj_status *st);
 /* inspect_print.c */
 void inspect_fmt_f64(char *buf, size_t size, double v);
 void inspect_fmt_f32(char *buf, size_t size, float v);
-void inspect_json_str(FILE *f, const char *s);
 void inspect_json_f64(FILE *f, double v);
 void inspect_json_f32(FILE *f, float v);
 void inspect_table_init(struct table *t, int ncols, const char *h0,

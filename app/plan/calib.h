@@ -12,21 +12,23 @@
  *
  * Candidates: on the CPU fp32 through OpenBLAS and through oneDNN, bf16
  * where the CPU has bf16 dot products, int8 where it has VNNI or AMX; on
- * a GPU fp16 (its 16-bit tile), bf16, tf32 and fp32. A small run cannot stand for the job as it
- * is (per-row costs such as norms, packing and a query's first
- * candidates weigh far more in it), so each candidate gets a model: a run
- * of nq x nb rows takes a nq + b nb + c nq nb + e nq (log2 nb - 20)
- * seconds, fitted from runs of the inputs' first rows (calib.c, measure:
- * the pairs' shape (q, b), q = 512 a thread and b = 4,096 on a CPU,
- * 16,384 and 65,536 x 128 / d on a GPU, and smaller ones that find the
- * per-row costs), and the model that predicts the job's n x m fastest
- * wins. Where the backend times its work on candidates (the CPU's top-k),
- * that part is taken apart first: its pairs a query row grow with the log
- * of the base rows, not with their number, so the fourth term e nq (log2 nb
- * - 20) carries them to the job's size. Jobs under 50 GFLOP (CPU) or 10 TFLOP (GPU;
- * XJOIN_CALIB_MIN_GFLOP sets another floor) are not measured: they take
- * the cached model of their shape when there is one, else bf16 on a CPU
- * that multiplies bf16 natively, else fp32. Rank 0 decides and every
+ * a GPU fp16 (its 16-bit tile), bf16, tf32 and fp32. A small run cannot
+ * stand for the job as it is (per-row costs such as norms, packing and a
+ * query's first candidates weigh far more in it), so each candidate gets
+ * a model: a run of nq x nb rows takes a nq + b nb + c nq nb + e nq
+ * (log2 nb - 20) seconds, fitted from runs of the inputs' first rows
+ * (calib.c: on a CPU one run of q query rows, 512 a thread, against two
+ * parts of b base rows, 8,192 x 128 / d, the pairs' cost from the
+ * second; on a GPU runs of (q, b), (2q, b) and (q, 2b), q = 16,384 and b
+ * = 65,536 x 128 / d, the pairs' cost from the kernels' device time),
+ * and the model that predicts the job's n x m fastest wins. Where the
+ * backend times its work on candidates (the CPU's top-k), that part is
+ * taken apart first: its pairs a query row grow with the log of the base
+ * rows, not with their number, so the fourth term e nq (log2 nb - 20)
+ * carries them to the job's size. Jobs under 50 GFLOP (CPU) or 10 TFLOP
+ * (GPU; XJOIN_CALIB_MIN_GFLOP sets another floor) are not measured: they
+ * take the cached model of their shape when there is one, else bf16 on a
+ * CPU that multiplies bf16 natively, else fp32. Rank 0 decides and every
  * rank takes its choice.
  *
  * The cache is one INI file (calib_cache_path: $XJOIN_CACHE_DIR, else

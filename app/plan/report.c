@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../kernels/exchange.h"
+#include "../inspect/inspect.h"
 #include "version.h"
 
 #define PROGRESS_EVERY_S 5.0
@@ -143,24 +144,6 @@ static double rate(double x, double s)
 	return s > 0 ? x / s : 0.0;
 }
 
-/* "key": "s", with s's quotes, backslashes and control characters
- * as JSON escapes. */
-static void json_text(FILE *f, const char *key, const char *s)
-{
-	fprintf(f, "  \"%s\": \"", key);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fprintf(f, "\",\n");
-}
-
 /* The kernel classes rank 0's backend names, summed over ranks. */
 static void json_kernels(FILE *f, const xj_backend *be, const final_sums *fs)
 {
@@ -215,8 +198,11 @@ static void write_json(const char *path, const xj_job *job, const plan *p,
 			precision_name(job->precision),
 			job->n > 0 ? fs->rescored / (double)job->n : 0.0,
 			fs->undecided, fs->cand_s);
-	if (job->command != XJ_CMD_MATRIX)   /* how auto chose, if it did */
-		json_text(f, "precision_why", job->precision_why);
+	if (job->command != XJ_CMD_MATRIX) {   /* how auto chose, if it did */
+		fprintf(f, "  \"precision_why\": ");
+		inspect_json_str(f, job->precision_why);
+		fprintf(f, ",\n");
+	}
 	json_kernels(f, be, fs);
 	fprintf(f, "  \"gflops_total\": %.3f,\n",
 		rate(fs->flops, fs->total) * 1e-9);

@@ -238,12 +238,13 @@ static void test_concurrent(void)
 
 /* ---- a GPU candidate's model from three shapes ------------------------ */
 
-/* A GPU candidate as the H100 ran two (eighth session's record, 1M x 1M
- * x 128): wall seconds per pair cw, device seconds per pair cd (the
- * GEMMs and selection summed over streams, about 1.4 times cw), each
- * query row's first pass kd more on the device, and per run a fixed
- * cost f, per query row a and per base row b on the host (uploads,
- * copies; fp16 also scans its rows for their largest value). */
+/* A GPU candidate: wall seconds per pair cw and device seconds per pair
+ * cd (the GEMMs and selection summed over streams) as the H100 ran fp16
+ * and tf32 (eighth session's record, 1M x 1M x 128); each query row's
+ * first pass kd more on the device, and per run a fixed cost f, per
+ * query row a and per base row b on the host (uploads, copies; fp16 also
+ * scans its rows for their largest value): sizes of that order, not
+ * measured. */
 typedef struct gpu_cand {
 	double cw, cd, kd, f, a, b;
 } gpu_cand;
