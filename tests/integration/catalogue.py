@@ -43,6 +43,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpitmp  # noqa: E402
 import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
@@ -267,7 +268,7 @@ class Ctx:
         env["OPENBLAS_NUM_THREADS"] = "1"
         env["OMP_WAIT_POLICY"] = "passive"
         env[TAG_VAR] = tag
-        return env
+        return mpitmp.env(env)
 
     def command(self, argv):
         return [self.mpiexec, "--oversubscribe", "--bind-to", "none",

@@ -72,6 +72,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 import reference  # noqa: E402
+import mpitmp  # noqa: E402
 import shard_inputs  # noqa: E402
 import tmpfs  # noqa: E402
 
@@ -137,7 +138,7 @@ class Ctx:
         env["OMP_NUM_THREADS"] = "2" if nranks == 1 else "1"
         env["OMP_WAIT_POLICY"] = "passive"
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"]
-        return env
+        return mpitmp.env(env)
 
     def command(self, nranks, argv):
         return [self.mpiexec, "--oversubscribe", "--bind-to", "none",
@@ -1705,8 +1706,12 @@ def _inround_other_ranks(ctx):
         return
     ref, out = ctx.path("ref2.h5"), ctx.path("out2.h5")
     prog = out + ".progress"
+    # fp32: the slowest precision, so that a 3-rank run resumed from the
+    # 2-rank run's first record (about 1 s in) still has more than its
+    # checkpoint interval of work on a fast machine (auto's int8 finished
+    # the rest in under a second on a Zen 5 class one)
     job = ["topk", "-q", f, "-b", f, "-k", 10, "-m", "cosine", "-t", 0.34,
-           "--self"]
+           "--self", "--precision", "fp32"]
     argv = job + ["--checkpoint-seconds", 1]
     if not ctx.run_ok(2, job + ["-o", ref], "uninterrupted cosine run"):
         return
