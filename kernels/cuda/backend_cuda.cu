@@ -238,9 +238,9 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 	    dev_alloc(&c->ncand, XJ_CUDA_TQ, "candidate counts", st) ||
 	    dev_alloc(&c->tkey, mul_sat(c->prows, k), "merge scratch", st) ||
 	    dev_alloc(&c->tidx, mul_sat(c->prows, k), "merge scratch", st) ||
-	    dev_alloc(&c->stats, 4, "selection counts", st))
+	    dev_alloc(&c->stats, 5, "selection counts", st))
 		return st->code;
-	CUDA_CHECK(st, cudaMemsetAsync(c->stats, 0, 4 * sizeof(*c->stats),
+	CUDA_CHECK(st, cudaMemsetAsync(c->stats, 0, 5 * sizeof(*c->stats),
 				       c->stream));
 	if (!c->tune.rowsel)
 		return dev_alloc(&c->skey, tile, "candidate sort keys", st) ||
@@ -282,7 +282,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 {
 	const char *sel = getenv("XJ_CUDA_SELECT");
 	const char *scan = getenv("XJ_CUDA_SCAN");
-	int64_t pipe, cols, rows, blocks, seed, timing, sym, t16, fmin;
+	int64_t pipe, cols, rows, blocks, seed, timing, sym, t16, fmin, rsr;
 
 	if (!sel || !*sel || !strcmp(sel, "rowsel"))
 		t->rowsel = 1;
@@ -301,8 +301,13 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
 	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st) ||
 	    env_int("XJ_CUDA_TILE16", 1, 0, 1, &t16, st) ||
-	    env_int("XJ_CUDA_FMIN", 0, 0, 1, &fmin, st))
+	    env_int("XJ_CUDA_FMIN", 0, 0, 1, &fmin, st) ||
+	    env_int("XJ_CUDA_RS_ROWS", 1, 1, XJ_CUDA_RS_ROWS, &rsr, st))
 		return st->code;
+	if (rsr != 1 && rsr != XJ_CUDA_RS_ROWS)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_RS_ROWS=%lld: expected 1 or %d",
+			       (long long)rsr, XJ_CUDA_RS_ROWS);
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",
@@ -331,6 +336,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	t->sym = (int)sym;
 	t->tile16 = (int)t16;
 	t->fmin = (int)fmin;
+	t->rs_rows = (int)rsr;
 	return XJ_OK;
 }
 
@@ -614,9 +620,10 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
 	snprintf(c->detail, sizeof(c->detail),
-		 "%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
+		 "%s%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
 		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
+		 c->tune.rowsel && c->tune.rs_rows > 1 ? " 4 rows/block" : "",
 		 c->tune.rowsel && c->tune.tile16 &&
 		 cfg->precision == XJ_PREC_FP16 ? " 16-bit tile" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",

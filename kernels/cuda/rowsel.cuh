@@ -85,6 +85,10 @@
 				* the rank sort's thread per survivor */
 #define RS_UNROLL 8            /* the scan's loads in flight a thread */
 #define RS_MAXSUB 80           /* sub-tiles one pass-wide scan covers */
+#define RS_ROWS 4              /* query rows of a joint block */
+#define RS_JOINT_UNROLL 2      /* its groups of 4 columns in flight a
+				* thread: RS_ROWS loads of G each, one
+				* of fn2 */
 
 #ifdef __CUDA_ARCH__
 #define XJC_FADD(a, b) __fadd_rn((a), (b))
@@ -135,10 +139,13 @@ struct rowsel_args {
 	int64_t cap;
 	int seed;
 	int whole;               /* scan the rest of the pass in one step */
+	int rows;                /* query rows a block: 1, or RS_ROWS
+				  * (XJ_CUDA_RS_ROWS: rowsel_rows) */
 	unsigned long long *stats;   /* [0] rescored, [1] undecided,
 				      * [2] sub-tiles seeded, [3] groups of
 				      * 4 columns XJ_CUDA_FMIN's scan passed
-				      * over without reading fn2 */
+				      * over without reading fn2, [4] rows
+				      * a joint block scanned (rowsel_rows) */
 };
 
 struct rs_shared {
@@ -154,6 +161,13 @@ struct rs_shared {
 	float skey[RS_BATCH], okey[RS_BATCH];
 	int scol[RS_BATCH], ocol[RS_BATCH];
 	unsigned long long rescored, undecided, seeded, skipped;
+};
+
+/* A joint block's rows: their scan thresholds and kept counts. */
+struct rs_joint {
+	int ready;
+	int n[RS_ROWS];
+	float tsub[RS_ROWS][RS_MAXSUB];
 };
 
 /* One lane's partial sums of a pair: s of the canonical terms, a of
@@ -280,6 +294,22 @@ XJC_HD void rs_g4v(const rowsel_args &a, const T *grow, int c, float g[4])
 #else
 	for (int e = 0; e < 4; e++)
 		g[e] = rs_g(grow + c + e, a.gunit);
+#endif
+}
+
+/* fn2 of columns c .. c + 3 (one 16-byte load on the device) */
+XJC_HD void rs_fn2_4(const rowsel_args &a, int c, float f[4])
+{
+#ifdef __CUDA_ARCH__
+	float4 x = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
+
+	f[0] = x.x;
+	f[1] = x.y;
+	f[2] = x.z;
+	f[3] = x.w;
+#else
+	for (int e = 0; e < 4; e++)
+		f[e] = a.fn2[a.j0 + c + e];
 #endif
 }
 
@@ -724,6 +754,34 @@ XJC_HD void rs_scan_pass(BLK &blk, rs_shared &sh, const rowsel_args &a,
 	});
 }
 
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_stats_reset(BLK &blk, rs_shared &sh)
+{
+	blk.one([&] {
+		sh.rescored = 0;
+		sh.undecided = 0;
+		sh.seeded = 0;
+		sh.skipped = 0;
+	});
+}
+
+#pragma nv_exec_check_disable
+template <class BLK>
+XJC_HD void rs_stats_flush(BLK &blk, rs_shared &sh, const rowsel_args &a)
+{
+	blk.one([&] {   /* most rows of a late pass add nothing */
+		if (sh.rescored)
+			blk.add64(&a.stats[0], sh.rescored);
+		if (sh.undecided)
+			blk.add64(&a.stats[1], sh.undecided);
+		if (sh.seeded)
+			blk.add64(&a.stats[2], sh.seeded);
+		if (sh.skipped)
+			blk.add64(&a.stats[3], sh.skipped);
+	});
+}
+
 /* Query row r of the tile against the pass's columns: a sub-tile at a
  * time while the row's gate is being seeded (or a.whole is 0), then the
  * rest of the pass in one step. */
@@ -736,12 +794,7 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 	int *slots = a.cand + (int64_t)r * a.cap;
 	int64_t self_col = a.self ? a.qfirst + r - a.bfirst - a.j0 : -1;
 
-	blk.one([&] {
-		sh.rescored = 0;
-		sh.undecided = 0;
-		sh.seeded = 0;
-		sh.skipped = 0;
-	});
+	rs_stats_reset(blk, sh);
 	for (int c0 = 0; c0 < a.ncols;) {
 		int64_t jt = (a.j0 + c0) / a.tb;
 		int64_t end = (jt + 1) * a.tb - a.j0;
@@ -780,16 +833,176 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 				 b0 + BLK::NT < n ? b0 + BLK::NT : n, bmax);
 		c0 = c1;
 	}
-	blk.one([&] {   /* most rows of a late pass add nothing */
-		if (sh.rescored)
-			blk.add64(&a.stats[0], sh.rescored);
-		if (sh.undecided)
-			blk.add64(&a.stats[1], sh.undecided);
-		if (sh.seeded)
-			blk.add64(&a.stats[2], sh.seeded);
-		if (sh.skipped)
-			blk.add64(&a.stats[3], sh.skipped);
+	rs_stats_flush(blk, sh, a);
+}
+
+/* ---- several rows a block (XJ_CUDA_RS_ROWS) ---------------------------- */
+
+/* rs_scan_pass for rows r0 .. r0 + nr - 1 (nr <= RS_ROWS) at once: each
+ * thread reads a group's fn2 once for all the rows, and a block's
+ * prologue (thresholds, barriers) serves nr rows. Each row keeps the
+ * columns rs_scan_pass keeps (its own sub-tile thresholds for its gate),
+ * into its own slots. XJ_CUDA_FMIN: fn2 is read for a group when a
+ * column of any row passes fmin + G; then every row compares fn2 + G,
+ * which keeps the same columns (rounding is monotone), and the group
+ * counts as passed over (stats[3]) for each row only when no row read
+ * its fn2. */
+#pragma nv_exec_check_disable
+template <class BLK, class T, bool F>
+XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
+			 const rowsel_args &a, int r0, int nr, const T *g,
+			 int c0, int c1, int64_t jt)
+{
+	int nsub = (int)((a.j0 + c1 - 1) / a.tb - jt + 1);
+	int tb = (int)a.tb, e0 = (int)((jt + 1) * a.tb - a.j0);
+	bool vec = tb % 4 == 0 && (!a.fn2 || rs_aligned(a.fn2 + a.j0 + c0, 16));
+	int nv;
+	bool fmin;
+
+	for (int i = 0; i < nr; i++)
+		vec = vec && rs_aligned(g + (int64_t)(r0 + i) * a.ldg + c0,
+					4 * sizeof(T));
+	nv = vec ? (c1 - c0) / 4 : 0;
+	fmin = F && vec && a.subfmin;
+	blk.each([&](int t) {
+		for (int e = t; e < nr * nsub; e += BLK::NT) {
+			int i = e / nsub, s = e % nsub;
+
+			sj.tsub[i][s] = xjc_scan_threshold(
+				a.m, a.d, a.gate[r0 + i], a.qq[r0 + i],
+				a.qnorm[r0 + i], a.submax[jt + s], a.prec,
+				a.gunit);
+		}
+		for (int s = t; fmin && s < nsub; s += BLK::NT)
+			sh.fsub[s] = a.subfmin[jt + s];
+		if (t < nr)
+			sj.n[t] = 0;
 	});
+	blk.each([&](int t) {
+		unsigned long long skipped = 0;
+
+		for (int v = t; v < nv; v += BLK::NT * RS_JOINT_UNROLL) {
+			float x[RS_JOINT_UNROLL][RS_ROWS][4];
+			float f[RS_JOINT_UNROLL][4];
+
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_JOINT_UNROLL; u++) {
+				int vu = v + u * BLK::NT;
+
+				if (vu >= nv)
+					continue;
+				RS_UNROLL_LOOP
+				for (int i = 0; i < RS_ROWS; i++)
+					if (i < nr)
+						rs_g4v(a, g + (int64_t)(r0 + i) *
+							   a.ldg, c0 + 4 * vu,
+						       x[u][i]);
+				if (a.fn2 && !fmin)
+					rs_fn2_4(a, c0 + 4 * vu, f[u]);
+			}
+			RS_UNROLL_LOOP
+			for (int u = 0; u < RS_JOINT_UNROLL; u++) {
+				int vu = v + u * BLK::NT, c = c0 + 4 * vu;
+				int s = c < e0 ? 0 : 1 + (c - e0) / tb;
+
+				if (vu >= nv)
+					continue;
+				if (fmin) {
+					bool any = false;
+
+					for (int i = 0; i < nr; i++)
+						for (int e = 0; e < 4; e++)
+							any |= XJC_FADD(sh.fsub[s],
+									x[u][i][e]) <=
+							       sj.tsub[i][s];
+					if (!any) {
+						skipped += (unsigned)nr;
+						continue;
+					}
+					rs_fn2_4(a, c, f[u]);
+				}
+				for (int i = 0; i < nr; i++) {
+					float thr = sj.tsub[i][s];
+					int64_t self = a.self ? a.qfirst + r0 + i -
+						       a.bfirst - a.j0 : -1;
+					int *slots = a.cand + (int64_t)(r0 + i) *
+						     a.cap;
+
+					for (int e = 0; e < 4; e++) {
+						float y = a.fn2 ?
+							  XJC_FADD(f[u][e],
+								   x[u][i][e]) :
+							  x[u][i][e];
+
+						if (y <= thr && c + e != self)
+							slots[blk.add(&sj.n[i],
+								      1)] = c + e;
+					}
+				}
+			}
+		}
+		for (int c = c0 + 4 * nv + t; c < c1; c += BLK::NT) {
+			int s = c < e0 ? 0 : 1 + (c - e0) / tb;
+
+			for (int i = 0; i < nr; i++) {
+				const T *grow = g + (int64_t)(r0 + i) * a.ldg;
+				int64_t self = a.self ? a.qfirst + r0 + i -
+					       a.bfirst - a.j0 : -1;
+
+				if (rs_value(a, grow, c) <= sj.tsub[i][s] &&
+				    c != self)
+					a.cand[(int64_t)(r0 + i) * a.cap +
+					       blk.add(&sj.n[i], 1)] = c;
+			}
+		}
+		if (skipped)
+			blk.add64(&sh.skipped, skipped);
+	});
+}
+
+/* Query rows r0 .. r0 + nr - 1 of the tile against the pass's columns.
+ * Once every one of them has its gate and whole passes are scanned (the
+ * steady state: every pass after a row's first, and every pass with a
+ * threshold), one joint scan (rs_scan_rows) for all of them, then each
+ * row's batches in turn; else each row as rowsel_row (the seeding path).
+ * The lists are the same either way: each row keeps the columns its own
+ * scan would, and a batch's order does not change a list (select.cuh). */
+#pragma nv_exec_check_disable
+template <class BLK, class T, bool F>
+XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
+			const rowsel_args &a, int r0, int nr, const T *g)
+{
+	blk.one([&] {
+		sj.ready = a.whole;
+		for (int i = 0; i < nr; i++)
+			sj.ready &= a.gate[r0 + i] <= DBL_MAX;
+	});
+	if (!sj.ready) {
+		for (int i = 0; i < nr; i++)
+			rowsel_row<BLK, T, F>(blk, sh, a, r0 + i, g);
+		return;
+	}
+	rs_stats_reset(blk, sh);
+	for (int c0 = 0; c0 < a.ncols;) {
+		int64_t jt = (a.j0 + c0) / a.tb;
+		int64_t lim = (jt + RS_MAXSUB) * a.tb - a.j0;
+		int c1 = lim < a.ncols ? (int)lim : a.ncols;
+
+		rs_scan_rows<BLK, T, F>(blk, sh, sj, a, r0, nr, g, c0, c1, jt);
+		for (int i = 0; i < nr; i++) {
+			const T *grow = g + (int64_t)(r0 + i) * a.ldg;
+			int *slots = a.cand + (int64_t)(r0 + i) * a.cap;
+			int n = sj.n[i];
+
+			for (int b0 = 0; b0 < n; b0 += BLK::NT)
+				rs_batch(blk, sh, a, r0 + i, grow, slots, b0,
+					 b0 + BLK::NT < n ? b0 + BLK::NT : n,
+					 -1.0f);
+		}
+		c0 = c1;
+	}
+	rs_stats_flush(blk, sh, a);
+	blk.one([&] { blk.add64(&a.stats[4], (unsigned long long)nr); });
 }
 
 /* ---- launch ----------------------------------------------------------- */
@@ -810,12 +1023,30 @@ rowsel_kernel(rowsel_args a, const T *g)
 }
 #endif
 
+#ifdef __CUDACC__
+/* XJ_CUDA_RS_ROWS: RS_ROWS rows a block */
+template <int minb, class T, bool F>
+__global__ void __launch_bounds__(RS_THREADS, minb)
+rowsel_rows_kernel(rowsel_args a, const T *g, int tq)
+{
+	__shared__ rs_shared sh;
+	__shared__ rs_joint sj;
+	rs_dev_block blk = { (int)threadIdx.x };
+	int r0 = (int)blockIdx.x * RS_ROWS;
+
+	rowsel_rows<rs_dev_block, T, F>(blk, sh, sj, a, r0,
+					tq - r0 < RS_ROWS ? tq - r0 : RS_ROWS,
+					g);
+}
+#endif
+
 static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 {
 	if (tq < 0 || a.ncols < 0 || a.j0 < 0 || a.tb < 1 || a.cap < a.tb ||
 	    (a.whole && a.cap < a.ncols) ||
 	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols ||
-	    !a.g == !a.gh || (a.gh != NULL) != (a.gunit > 0))
+	    !a.g == !a.gh || (a.gh != NULL) != (a.gunit > 0) ||
+	    (a.rows != 1 && a.rows != RS_ROWS))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",
 			       tq, a.ncols, (long long)a.j0, (long long)a.tb,
@@ -831,7 +1062,17 @@ template <class T, bool F>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 			 cudaStream_t s, xj_status *st)
 {
-	if (minb == 8) {
+	int nb = (tq + RS_ROWS - 1) / RS_ROWS;
+
+	if (a.rows > 1 && minb == 8) {
+		rowsel_rows_kernel<8, T, F><<<nb, RS_THREADS, 0, s>>>(a, g,
+								       tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<8>);
+	} else if (a.rows > 1) {
+		rowsel_rows_kernel<4, T, F><<<nb, RS_THREADS, 0, s>>>(a, g,
+								       tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<4>);
+	} else if (minb == 8) {
 		rowsel_kernel<8, T, F><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
 	} else {
@@ -869,11 +1110,18 @@ static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 {
 	rs_host_block blk;
 
-	for (int r = 0; r < tq; r++) {
+	for (int r = 0; r < tq; r += a.rows) {
 		rs_shared sh;
+		rs_joint sj;
+		int nr = tq - r < a.rows ? tq - r : a.rows;
 
 		memset(&sh, 0xa5, sizeof(sh));   /* poison */
-		rowsel_row<rs_host_block, T, F>(blk, sh, a, r, g);
+		memset(&sj, 0xa5, sizeof(sj));
+		if (a.rows > 1)
+			rowsel_rows<rs_host_block, T, F>(blk, sh, sj, a, r, nr,
+							 g);
+		else
+			rowsel_row<rs_host_block, T, F>(blk, sh, a, r, g);
 	}
 }
 

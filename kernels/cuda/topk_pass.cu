@@ -46,6 +46,8 @@ extern "C" {
 #include "check.cuh"
 #include "rowsel.cuh"
 
+static_assert(RS_ROWS == XJ_CUDA_RS_ROWS, "a joint block's rows");
+
 static cudaStream_t gemm_stream(const cuda_backend *c)
 {
 	return c->tune.pipeline ? c->gstream : c->stream;
@@ -140,6 +142,7 @@ static rowsel_args pass_args(const cuda_backend *c, const xj_rows *b,
 	a.whole = c->tune.whole;
 	a.cap = a.whole ? c->tune.pass_cols : XJ_CUDA_TB;
 	a.seed = c->tune.seed;
+	a.rows = c->tune.rs_rows;
 	a.stats = c->stats;
 	return a;
 }
@@ -333,7 +336,7 @@ static void host_norms(const float *x, int64_t n, int64_t d, double *n2,
 extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 				      float *key, int64_t *idx,
 				      int64_t *count, double *gate,
-				      unsigned long long stats[4],
+				      unsigned long long stats[5],
 				      xj_status *st)
 {
 	int64_t d = p->d, k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
@@ -425,6 +428,7 @@ extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
 			a.cap = cap;
 			a.seed = p->seed;
 			a.whole = p->whole;
+			a.rows = p->rows ? p->rows : 1;
 			a.stats = stats;
 			rc = rowsel_host(a, tq, st);
 		}

@@ -15,7 +15,8 @@
 #                 and the default, what the card runs fastest); P-ft
 #                 runs P with XJ_CUDA_TILE16=0 (fp16-ft: fp16 with a float
 #                 tile instead of its 16-bit one), P-fmin with
-#                 XJ_CUDA_FMIN=1 (fn2 read only past its sub-tile's least)
+#                 XJ_CUDA_FMIN=1 (fn2 read only past its sub-tile's least),
+#                 P-rows4 with XJ_CUDA_RS_ROWS=4 (four rows a block)
 #   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
 #                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
@@ -109,9 +110,11 @@ for p in $precisions; do
 	name=xjoin-$p
 	t16=${XJ_CUDA_TILE16:-}
 	fmin=${XJ_CUDA_FMIN:-}
+	rsr=${XJ_CUDA_RS_ROWS:-}
+	case $p in *-rows4) rsr=4; p=${p%-rows4} ;; esac
 	case $p in *-fmin) fmin=1; p=${p%-fmin} ;; esac
 	case $p in *-ft) t16=0; p=${p%-ft} ;; esac
-	if timed "$name" env XJ_CUDA_TILE16=$t16 XJ_CUDA_FMIN=$fmin "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
+	if timed "$name" env XJ_CUDA_TILE16=$t16 XJ_CUDA_FMIN=$fmin XJ_CUDA_RS_ROWS=$rsr "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \
 		--device gpu --precision "$p" -o "$work/$name.h5" --force --quiet \
 		--report-json "$work/$name.json"; then
 		compute[$name]=$("${py:-python3}" -c 'import json,sys

@@ -185,14 +185,14 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
-static void run_case(const tcase *tc, int whole, int fmin)
+static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
 	float *centres = gauss_rows(7, d, 0, 1);
 	float *bx = NULL, *qx = NULL, *g = NULL, *key, thr = 0;
 	int64_t *idx, *count, bad = 0, short_rows = 0;
 	double *gate;
-	unsigned long long stats[4] = { 0, 0, 0, 0 };
+	unsigned long long stats[5] = { 0, 0, 0, 0, 0 };
 	rows Q, B;
 	kv *all, *want;
 	xj_status st;
@@ -263,6 +263,7 @@ static void run_case(const tcase *tc, int whole, int fmin)
 		p.seed = tc->seed;
 		p.whole = whole;
 		p.fmin = fmin;
+		p.rows = per_block;
 		p.tile16 = tc->t16 != 0;
 		p.e16 = e16;
 		xj_ok(&st);
@@ -299,14 +300,25 @@ static void run_case(const tcase *tc, int whole, int fmin)
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
 	/* XJ_CUDA_FMIN passes over groups (the same lists, above) on rows
-	 * of the l2 family that scan whole passes */
+	 * of the l2 family that scan whole passes (four rows a block: a
+	 * group only when none of the four needs fn2, which k > tb makes
+	 * rare) */
 	if (fmin && tc->m != XJ_METRIC_IP && tc->m != XJ_METRIC_COSINE &&
-	    tc->pass > tc->tb && tc->data == D_GAUSS)
+	    tc->pass > tc->tb && tc->data == D_GAUSS &&
+	    (per_block == 1 || tc->k < tc->tb))
 		CU_ASSERT(stats[3] > 0);
-	printf("\n  %-28s %-4s%s %6.1f rescored/query, %llu undecided, %llu seeded, %5.1f%% fn2 unread ",
+	/* four rows a block: the joint scan ran (rows with their gates
+	 * scanning whole passes: a threshold's, or seeded in a pass before) */
+	if (per_block > 1 &&
+	    (tc->thr != T_NONE || tc->pass < tc->nb / tc->chunks))
+		CU_ASSERT(stats[4] > 0);
+	if (per_block == 1)
+		CU_ASSERT_EQUAL(stats[4], 0);
+	printf("\n  %-28s %-4s%s%s %6.1f rescored/query, %llu undecided, %llu seeded, %5.1f%% fn2 unread, %llu rows joint ",
 	       tc->name, whole ? "pass" : "sub", fmin ? " fmin" : "     ",
+	       per_block > 1 ? " x4" : "   ",
 	       (double)stats[0] / (double)nq, stats[1], stats[2],
-	       100.0 * (double)stats[3] / (double)(nq * nb / 4));
+	       100.0 * (double)stats[3] / (double)(nq * nb / 4), stats[4]);
 	rows_free(&Q);
 	rows_free(&B);
 	free(centres);
@@ -365,13 +377,18 @@ static void test_cases(void)
 {
 	/* both scans: a sub-tile at a time, and the rest of a pass at once
 	 * (that one also with XJ_CUDA_FMIN's test of each sub-tile's
-	 * smallest fn2 first: the l2 family's cases) */
+	 * smallest fn2 first: the l2 family's cases; and with four rows a
+	 * block, XJ_CUDA_RS_ROWS=4, whose tiles of 33 and 50 rows end in a
+	 * block of fewer) */
 	for (int whole = 0; whole < 2; whole++)
 		for (int fmin = 0; fmin <= whole; fmin++)
-			for (size_t i = 0; i < UNIT_COUNT(cases); i++)
-				if (!fmin || cases[i].m == XJ_METRIC_L2 ||
-				    cases[i].m == XJ_METRIC_SQEUCLIDEAN)
-					run_case(&cases[i], whole, fmin);
+			for (int nr = 1; nr <= (whole ? 4 : 1); nr += 3)
+				for (size_t i = 0; i < UNIT_COUNT(cases); i++)
+					if (!fmin ||
+					    cases[i].m == XJ_METRIC_L2 ||
+					    cases[i].m == XJ_METRIC_SQEUCLIDEAN)
+						run_case(&cases[i], whole, fmin,
+							 nr);
 }
 
 /* A first sub-tile seeded rescores about k candidates a row; unseeded,
@@ -382,7 +399,7 @@ static void test_seed_saves(void)
 	tcase a = cases[0], b = cases[1];
 	int64_t d = 32, nq = 64, nb = 2048, k = 10;
 	float *qx = gauss_rows(nq, d, 0, 1), *bx = gauss_rows(nb, d, 0, 1);
-	unsigned long long s[2][4] = { { 0 } };
+	unsigned long long s[2][5] = { { 0 } };
 	rows Q, B;
 
 	CU_ASSERT_FATAL(rows_make(&Q, qx, nq, d) == 0);
@@ -402,7 +419,7 @@ static void test_seed_saves(void)
 		double *gate = malloc(sizeof(double) * (size_t)nq);
 		backend_cuda_host_pass p = { tc->m, d, k, tc->p, Q.x, nq, 0,
 					     B.x, nb, 0, g, 0, 0, 0, 64, nb,
-					     nb, tc->seed, 0, 0, 0, 0 };
+					     nb, tc->seed, 0, 0, 0, 0, 1 };
 		xj_status st;
 
 		backend_cuda_host_topk_init(tc->m, 0, 0, nq, k, key, idx,
@@ -495,7 +512,31 @@ static void test_seed_gate_bound(void)
 	printf("\n  %lld rows ", (long long)checked);
 }
 
+/* XJ_CUDA_RS_ROWS takes 1 or 4; anything else is a usage error that
+ * names it (read where the backend reads its settings). */
+static void test_rs_rows_setting(void)
+{
+	static const char *good[] = { "1", "4", "" };
+	static const char *bad[] = { "2", "3", "0", "8", "four" };
+	xj_status st;
+
+	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
+		setenv("XJ_CUDA_RS_ROWS", good[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
+	}
+	for (size_t i = 0; i < UNIT_COUNT(bad); i++) {
+		setenv("XJ_CUDA_RS_ROWS", bad[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
+		CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
+		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_RS_ROWS"));
+	}
+	unsetenv("XJ_CUDA_RS_ROWS");
+}
+
 static const unit_test tests[] = {
+	{ "XJ_CUDA_RS_ROWS: 1 or 4", test_rs_rows_setting },
 	{ "seeded gate bounds the k-th key", test_seed_gate_bound },
 	{ "seeding rescores about k a row", test_seed_saves },
 	{ "passes against the canonical top-k", test_cases },
