@@ -19,7 +19,7 @@
 #   fmin-fp32, fmin-fp16, fmin4-fp16   XJ_CUDA_FMIN=1 (the last with
 #                      XJ_CUDA_RS_BLOCKS=4: the kernel without spills)
 #   rows4096-fp16      XJ_CUDA_PASS_ROWS=4096
-#   rows4-fp32, rows4-fp16, rows4b4-fp16, rows4p4096-fp16
+#   rows4-fp32, rows4b4-fp32, rows4-fp16, rows4b4-fp16, rows4p4096-fp16
 #                      XJ_CUDA_RS_ROWS=4: four query rows a block (fn2
 #                      and the prologue shared; b4 with
 #                      XJ_CUDA_RS_BLOCKS=4, p4096 with passes of 4,096
@@ -40,11 +40,11 @@
 # tile kernels as the reference, then rowsel in fp32, tf32 and bf16, fp16
 # with its 16-bit tile, with a float tile and without the pipeline
 # (XJ_CUDA_PIPELINE=0: each kernel class alone), XJ_CUDA_FMIN=1 (fp32,
-# fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS=4 (fp32, fp16, fp16 at 4
-# blocks an SM, fp16 in passes of 4,096 rows), auto, k = 1000 (fp32,
-# bf16, fp16), the scan alone (a threshold no pair passes: the read of
-# the tile) in fp32, of the 16-bit tile, with XJ_CUDA_FMIN and with
-# XJ_CUDA_RS_ROWS=4; then the self-joins and range joins.
+# fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS=4 (fp32 and fp16, each
+# also at 4 blocks an SM, and fp16 in passes of 4,096 rows), auto, k =
+# 1000 (fp32, bf16, fp16), the scan alone (a threshold no pair passes:
+# the read of the tile) in fp32, of the 16-bit tile, with XJ_CUDA_FMIN
+# and with XJ_CUDA_RS_ROWS=4; then the self-joins and range joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -156,6 +156,7 @@ if [ $passes = 1 ]; then
 	# four query rows a block: a group's fn2 read once for the four,
 	# one prologue; a quarter of the blocks (hence b4 and p4096)
 	run rows4-fp32 tile-fp32 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp32
+	run rows4b4-fp32 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp32
 	run rows4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4b4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4p4096-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp16
