@@ -24,6 +24,8 @@
 #                      and the prologue shared; b4 with
 #                      XJ_CUDA_RS_BLOCKS=4, p4096 with passes of 4,096
 #                      rows: twice the blocks)
+#   l2fit-fp16, l2fit-rows4-fp16   XJ_CUDA_PASS_COLS=4096: fp16 tiles of
+#                      16 MiB, two of which fit an H100's L2
 #   nopipe-fp32        XJ_CUDA_PIPELINE=0
 #   pass4k-fp32, pass8k-fp32, pass32k-fp32   XJ_CUDA_PASS_COLS
 #   noseed-fp32        XJ_CUDA_SEED=0
@@ -41,10 +43,12 @@
 # with its 16-bit tile, with a float tile and without the pipeline
 # (XJ_CUDA_PIPELINE=0: each kernel class alone), XJ_CUDA_FMIN=1 (fp32,
 # fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS=4 (fp32 and fp16, each
-# also at 4 blocks an SM, and fp16 in passes of 4,096 rows), auto, k =
-# 1000 (fp32, bf16, fp16), the scan alone (a threshold no pair passes:
-# the read of the tile) in fp32, of the 16-bit tile, with XJ_CUDA_FMIN
-# and with XJ_CUDA_RS_ROWS=4; then the self-joins and range joins.
+# also at 4 blocks an SM, and fp16 in passes of 4,096 rows), passes of
+# 4,096 columns in fp16 (tiles that fit the L2, one row and four rows a
+# block), auto, k = 1000 (fp32, bf16, fp16), the scan alone (a
+# threshold no pair passes: the read of the tile) in fp32, of the 16-bit
+# tile, with XJ_CUDA_FMIN and with XJ_CUDA_RS_ROWS=4; then the self-joins
+# and range joins.
 #
 # Prints a `time` line per run and a table: compute seconds, TFLOP/s,
 # rescored candidates per query, each kernel class's share of the device
@@ -160,6 +164,11 @@ if [ $passes = 1 ]; then
 	run rows4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4b4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4p4096-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp16
+	# passes whose 16-bit tiles fit the L2 (2,048 x 4,096 x 2 bytes:
+	# 16 MiB a buffer, two in the pipeline, of the H100's 50 MB), so
+	# the scan may read what the GEMM just wrote from L2
+	run l2fit-fp16 tile-fp32 XJ_CUDA_PASS_COLS=4096 -- "${job[@]}" -k 10 --precision fp16
+	run l2fit-rows4-fp16 tile-fp32 XJ_CUDA_PASS_COLS=4096 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rowsel-auto tile-fp32 -- "${job[@]}" -k 10 --precision auto
 	run tile-fp32-k1000 - XJ_CUDA_SELECT=tile -- "${job[@]}" -k 1000 --precision fp32
 	run rowsel-fp32-k1000 tile-fp32-k1000 -- "${job[@]}" -k 1000 --precision fp32
