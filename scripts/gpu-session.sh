@@ -28,9 +28,11 @@
 #      132 s)
 #                                               OUT/gpu-check.log (all
 #      four, then the sum), OUT/gpu-check-jobs.log
-#   5. gpu_profile.sh --rowsel: ncu's sections for the selection kernel
-#      (throughput, DRAM bytes, occupancy, stalls; 80 s at most)
+#   5. gpu_profile.sh --rowsel: ncu's sections for the selection kernel,
+#      one row a block and four (throughput, DRAM bytes, occupancy,
+#      stalls, spills; 80 s at most)
 #                                               OUT/ncu-rowsel.txt,
+#                                               OUT/ncu-rowsel-rows4.txt,
 #                                               OUT/gpu-profile.log
 #
 # --part check (the first call):

@@ -26,7 +26,8 @@
 # throughput against the card's peak, DRAM bytes, occupancy and the warps'
 # stall reasons, into OUT/ncu-rowselNAME.txt, with the lines that say
 # whether the scan runs at the memory's rate (2026-11-27 on an H100 it
-# read the tile at 1.2 TB/s of 3.35).
+# read the tile at 1.2 TB/s of 3.35); then the same for four rows a block
+# (XJ_CUDA_RS_ROWS=4: rowsel_rows_kernel) into OUT/ncu-rowselNAME-rows4.txt.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -73,17 +74,23 @@ if [ $rowsel = 1 ]; then
 	[ -n "$ncu" ] || { echo "# no ncu: the selection kernel's sections skipped"; exit 0; }
 	[ -f "$small" ] || "$xjoin" gen --rows "$nr" --queries "$nq" --dim 128 \
 		-o "$small" --quiet || exit 1
-	"$ncu" --clock-control none --kernel-name regex:rowsel_kernel \
-		--launch-skip 4 --launch-count 3 --section SpeedOfLight \
-		--section MemoryWorkloadAnalysis --section Occupancy \
-		--section WarpStateStats --section LaunchStats \
-		"$xjoin" topk -q "$small" -b "$small" -k 10 -m l2 --device gpu \
-		--precision fp32 -o "$work/out.h5" --force --quiet \
-		>"$out/ncu-rowsel$tag.txt" 2>"$work/ncu-rowsel$tag.err" ||
-		{ echo "# ncu failed:"; tail -5 "$work/ncu-rowsel$tag.err"; exit 1; }
-	grep -E 'rowsel_kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers Per|Stall|L2 Hit' \
-		"$out/ncu-rowsel$tag.txt" | head -40
-	exit 0
+	rc=0
+	for rsr in 1 4; do
+		f=ncu-rowsel$tag
+		[ $rsr = 1 ] || f=$f-rows4
+		XJ_CUDA_RS_ROWS=$rsr "$ncu" --clock-control none \
+			--kernel-name 'regex:rowsel_(rows_)?kernel' \
+			--launch-skip 4 --launch-count 3 --section SpeedOfLight \
+			--section MemoryWorkloadAnalysis --section Occupancy \
+			--section WarpStateStats --section LaunchStats \
+			"$xjoin" topk -q "$small" -b "$small" -k 10 -m l2 \
+			--device gpu --precision fp32 -o "$work/out.h5" --force \
+			--quiet >"$out/$f.txt" 2>"$work/$f.err" ||
+			{ echo "# ncu failed:"; tail -5 "$work/$f.err"; rc=1; continue; }
+		grep -E 'rowsel_(rows_)?kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers Per|Stall|L2 Hit|Spilling Requests' \
+			"$out/$f.txt" | head -40
+	done
+	exit $rc
 fi
 data=$work/syn-$queries-$rows.h5
 [ -f "$data" ] || "$xjoin" gen --rows "$rows" --queries "$queries" --dim 128 \
