@@ -307,9 +307,9 @@ int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
  * seeded, the groups of 4 columns the scan passed over without
  * reading their fn2 (fmin: XJ_CUDA_FMIN's scan) and the rows scanned
  * by a joint block (rows = 4: rowsel_rows), added. tile16 (fp16 only):
- * g holds the 16-bit tile's values instead, fp16 numbers h (held exactly as floats) of
- * 2^e16 times the above, e16 from backend_cuda_host_tile16_exp, as
- * XJ_CUDA_TILE16's GEMM writes them.
+ * g holds the 16-bit tile's values instead, fp16 numbers h (held
+ * exactly as floats) of 2^e16 times the above, e16 from
+ * backend_cuda_host_tile16_exp, as XJ_CUDA_TILE16's GEMM writes them.
  */
 typedef struct backend_cuda_host_pass {
 	xj_metric metric;
