@@ -94,7 +94,7 @@ sys.exit(0 if all(np.array_equal(a[n][()], b[n][()], equal_nan=True)
 	else
 		same=DIFF
 	fi
-	printf '%s\t%.3f\t%s\t%s\n' "${name%%.*}" "$(echo "$t1 - $t0" | bc -l)" \
+	printf '%s\t%.3f\t%s\t%s\n' "${name%%.*}" "$("$py" -c "print($t1 - $t0)")" \
 		"$chosen" "$same" | tee -a "$results" | sed 's/^/run /'
 }
 
