@@ -40,7 +40,8 @@
 #     an H200
 #   - topk with --precision tf32, bf16 and fp16 (fp16 with its 16-bit tile,
 #     and with a float tile, XJ_CUDA_TILE16=0), and fp32 and fp16 with
-#     XJ_CUDA_FMIN=1 and XJ_CUDA_RS_ROWS=4: the same bits as the CPU
+#     XJ_CUDA_FMIN=1 and XJ_CUDA_RS_ROWS=4 (fp16 also 8): the same bits
+#     as the CPU
 #   - 2 ranks sharing one GPU (--gpu-share), same bits as 1 CPU rank (they
 #     merge over MPI: NCCL needs a GPU per rank, so its two-rank exchange
 #     cannot run on a one-GPU machine)
@@ -429,13 +430,13 @@ fi
 precisions="tf32 bf16 fp16"
 # (fp16: its 16-bit tile; fp16-ft: a float tile, XJ_CUDA_TILE16=0;
 # -fmin: XJ_CUDA_FMIN=1, the scan reading fn2 past each sub-tile's least;
-# -rows4: XJ_CUDA_RS_ROWS=4, four query rows a selection block)
+# -rowsR: XJ_CUDA_RS_ROWS=R, R query rows a selection block)
 want 4 &&
-for p in $precisions fp16-ft fp32-fmin fp16-fmin fp32-rows4 fp16-rows4; do
+for p in $precisions fp16-ft fp32-fmin fp16-fmin fp32-rows4 fp16-rows4 fp16-rows8; do
 	t16= fmin= rsr= q=$p
 	case $q in *-ft) t16=0; q=${q%-ft} ;; esac
 	case $q in *-fmin) fmin=1; q=${q%-fmin} ;; esac
-	case $q in *-rows4) rsr=4; q=${q%-rows4} ;; esac
+	case $q in *-rows[248]) rsr=${q##*-rows}; q=${q%-rows[248]} ;; esac
 	for m in $metrics; do
 		XJ_CUDA_TILE16=$t16 XJ_CUDA_FMIN=$fmin XJ_CUDA_RS_ROWS=$rsr check "topk $tn $m k=10 --precision $p" "topk-$tn-$m-10" \
 			topk -q "$tf" -b "$tf" -k 10 -m "$m" -- --device gpu --precision "$q"

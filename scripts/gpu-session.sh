@@ -13,10 +13,10 @@
 #   1. nvidia-smi                               OUT/nvidia-smi.txt
 #   2. gpu_ab.sh --passes, 50,000 x 1M: the selection's study (rowsel
 #      in fp32, tf32, bf16, fp16 with its 16-bit tile and with a float
-#      tile, XJ_CUDA_FMIN, XJ_CUDA_RS_ROWS=4, L2-sized passes, auto,
+#      tile, XJ_CUDA_FMIN, XJ_CUDA_RS_ROWS=2|4|8, L2-sized passes, auto,
 #      k = 1000, the scan alone), the self-join, range joins on GPU and
-#      CPU (170 s at most; 82 s on an H100, 2026-11-27, before its eight
-#      rows4 and l2fit runs)
+#      CPU (170 s at most; 82 s on an H100, 2026-11-27, before its ten
+#      rows and l2fit runs)
 #                                               OUT/gpu-ab.log
 #   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto, fp16 (and
 #      with XJ_CUDA_FMIN=1, and with XJ_CUDA_RS_ROWS=4) and bf16, the

@@ -304,10 +304,10 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_FMIN", 0, 0, 1, &fmin, st) ||
 	    env_int("XJ_CUDA_RS_ROWS", 1, 1, XJ_CUDA_RS_ROWS, &rsr, st))
 		return st->code;
-	if (rsr != 1 && rsr != XJ_CUDA_RS_ROWS)
+	if (rsr & (rsr - 1))
 		return xj_fail(st, XJ_EXIT_USAGE,
-			       "XJ_CUDA_RS_ROWS=%lld: expected 1 or %d",
-			       (long long)rsr, XJ_CUDA_RS_ROWS);
+			       "XJ_CUDA_RS_ROWS=%lld: expected 1, 2, 4 or 8",
+			       (long long)rsr);
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",
@@ -589,6 +589,7 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 				   xj_status *st)
 {
 	cuda_backend *c;
+	char rows[24] = "";
 	int rc;
 
 	*out = NULL;
@@ -619,11 +620,13 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 		return st->code;
 	}
 	c->prows = cuda_pass_rows(&c->tune, cfg->max_query_rows);
+	if (c->tune.rowsel && c->tune.rs_rows > 1)
+		snprintf(rows, sizeof(rows), " %d rows/block",
+			 c->tune.rs_rows);
 	snprintf(c->detail, sizeof(c->detail),
 		 "%s%s%s%s%s%s%s, pass %lld x %lld%s%s%s%s",
 		 c->tune.rowsel ? "rowsel" : "tile",
-		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "",
-		 c->tune.rowsel && c->tune.rs_rows > 1 ? " 4 rows/block" : "",
+		 c->tune.rowsel && c->tune.rs_blocks == 8 ? " 8/SM" : "", rows,
 		 c->tune.rowsel && c->tune.tile16 &&
 		 cfg->precision == XJ_PREC_FP16 ? " 16-bit tile" : "",
 		 c->tune.rowsel && c->tune.seed ? " seeded" : "",

@@ -123,11 +123,11 @@
  *                test keeps, so fn2 is read only for a group of four
  *                columns with one through) or reads fn2 for every column
  *                (0, default until timed on a GPU)
- *   XJ_CUDA_RS_ROWS=1|4          rowsel's block takes one query row (1,
- *                default until timed on a GPU) or four (4): once the
- *                four have their gates, one scan reads each group's fn2
- *                once for all four and one prologue serves them
- *                (rowsel.cuh's rowsel_rows); a quarter of the blocks
+ *   XJ_CUDA_RS_ROWS=1|2|4|8      rowsel's block takes one query row (1,
+ *                default until timed on a GPU) or R (2, 4, 8): once the
+ *                R rows have their gates, one scan reads each group's
+ *                fn2 once for all R and one prologue serves them
+ *                (rowsel.cuh's rowsel_rows); 1/R of the blocks
  * The lists are the same bits under every setting.
  *
  * Memory: everything is allocated by backend_cuda_create for
@@ -306,7 +306,7 @@ int64_t backend_cuda_host_topk_steps(const xj_backend_cfg *cfg,
  * the rescored pairs, those left undecided by the bound, the sub-tiles
  * seeded, the groups of 4 columns the scan passed over without
  * reading their fn2 (fmin: XJ_CUDA_FMIN's scan) and the rows scanned
- * by a joint block (rows = 4: rowsel_rows), added. tile16 (fp16 only):
+ * by a joint block (rows > 1: rowsel_rows), added. tile16 (fp16 only):
  * g holds the 16-bit tile's values instead, fp16 numbers h (held
  * exactly as floats) of 2^e16 times the above, e16 from
  * backend_cuda_host_tile16_exp, as XJ_CUDA_TILE16's GEMM writes them.
@@ -327,7 +327,7 @@ typedef struct backend_cuda_host_pass {
 	int whole;              /* XJ_CUDA_SCAN=pass */
 	int tile16, e16;        /* XJ_CUDA_TILE16=1 */
 	int fmin;               /* XJ_CUDA_FMIN=1 */
-	int rows;               /* XJ_CUDA_RS_ROWS: 1 (or 0) or 4 */
+	int rows;               /* XJ_CUDA_RS_ROWS: 1 (or 0), 2, 4, 8 */
 } backend_cuda_host_pass;
 
 /* The 16-bit tile's scale exponent for rows whose largest |x_i| are qmax

@@ -54,8 +54,8 @@
 #ifndef XJ_CUDA_TB
 #define XJ_CUDA_TB 4096     /* base rows per tile (sub-tile of a chunk) */
 #endif
-#define XJ_CUDA_RS_ROWS 4   /* rows of a joint rowsel block (rowsel.cuh's
-			     * RS_ROWS, XJ_CUDA_RS_ROWS=4) */
+#define XJ_CUDA_RS_ROWS 8   /* the most rows of a joint rowsel block
+			     * (rowsel.cuh's RS_ROWS_MAX) */
 
 static_assert(XJ_CUDA_TQ >= 1 && XJ_CUDA_TQ <= 65535,
 	      "tile rows: one block per row, grid.y of the matrix kernel");
@@ -92,7 +92,7 @@ typedef struct cuda_tuning {
 	int rs_blocks;          /* XJ_CUDA_RS_BLOCKS: rowsel's kernel built
 				 * for at least 4 or 8 blocks an SM */
 	int rs_rows;            /* XJ_CUDA_RS_ROWS: query rows a rowsel
-				 * block, 1 or RS_ROWS (rowsel_rows) */
+				 * block, 1, 2, 4 or 8 (rowsel_rows) */
 	int seed;               /* XJ_CUDA_SEED: gates seeded from G */
 	int whole;              /* XJ_CUDA_SCAN: 1 pass, 0 sub */
 	int tile16;             /* XJ_CUDA_TILE16: fp16 passes write a

@@ -85,10 +85,10 @@
 				* the rank sort's thread per survivor */
 #define RS_UNROLL 8            /* the scan's loads in flight a thread */
 #define RS_MAXSUB 80           /* sub-tiles one pass-wide scan covers */
-#define RS_ROWS 4              /* query rows of a joint block */
-#define RS_JOINT_UNROLL 2      /* its groups of 4 columns in flight a
-				* thread: RS_ROWS loads of G each, one
-				* of fn2 */
+#define RS_ROWS_MAX 8          /* query rows of a joint block: 2, 4, 8 */
+#define RS_JOINT_LOADS 8       /* a joint scan's loads of G in flight a
+				* thread: 8 / R groups of 4 columns of
+				* its R rows, and one fn2 load a group */
 
 #ifdef __CUDA_ARCH__
 #define XJC_FADD(a, b) __fadd_rn((a), (b))
@@ -139,7 +139,7 @@ struct rowsel_args {
 	int64_t cap;
 	int seed;
 	int whole;               /* scan the rest of the pass in one step */
-	int rows;                /* query rows a block: 1, or RS_ROWS
+	int rows;                /* query rows a block: 1, or 2, 4, 8
 				  * (XJ_CUDA_RS_ROWS: rowsel_rows) */
 	unsigned long long *stats;   /* [0] rescored, [1] undecided,
 				      * [2] sub-tiles seeded, [3] groups of
@@ -163,11 +163,12 @@ struct rs_shared {
 	unsigned long long rescored, undecided, seeded, skipped;
 };
 
-/* A joint block's rows: their scan thresholds and kept counts. */
+/* A joint block's R rows: their scan thresholds and kept counts. */
+template <int R>
 struct rs_joint {
 	int ready;
-	int n[RS_ROWS];
-	float tsub[RS_ROWS][RS_MAXSUB];
+	int n[R];
+	float tsub[R][RS_MAXSUB];
 };
 
 /* One lane's partial sums of a pair: s of the canonical terms, a of
@@ -838,7 +839,7 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
 
 /* ---- several rows a block (XJ_CUDA_RS_ROWS) ---------------------------- */
 
-/* rs_scan_pass for rows r0 .. r0 + nr - 1 (nr <= RS_ROWS) at once: each
+/* rs_scan_pass for rows r0 .. r0 + nr - 1 (nr <= R) at once: each
  * thread reads a group's fn2 once for all the rows, and a block's
  * prologue (thresholds, barriers) serves nr rows. Each row keeps the
  * columns rs_scan_pass keeps (its own sub-tile thresholds for its gate),
@@ -848,11 +849,12 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * counts as passed over (stats[3]) for each row only when no row read
  * its fn2. */
 #pragma nv_exec_check_disable
-template <class BLK, class T, bool F>
-XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
+template <class BLK, class T, bool F, int R>
+XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 			 const rowsel_args &a, int r0, int nr, const T *g,
 			 int c0, int c1, int64_t jt)
 {
+	constexpr int U = RS_JOINT_LOADS / R;   /* groups in flight */
 	int nsub = (int)((a.j0 + c1 - 1) / a.tb - jt + 1);
 	int tb = (int)a.tb, e0 = (int)((jt + 1) * a.tb - a.j0);
 	bool vec = tb % 4 == 0 && (!a.fn2 || rs_aligned(a.fn2 + a.j0 + c0, 16));
@@ -881,18 +883,18 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
 	blk.each([&](int t) {
 		unsigned long long skipped = 0;
 
-		for (int v = t; v < nv; v += BLK::NT * RS_JOINT_UNROLL) {
-			float x[RS_JOINT_UNROLL][RS_ROWS][4];
-			float f[RS_JOINT_UNROLL][4];
+		for (int v = t; v < nv; v += BLK::NT * U) {
+			float x[U][R][4];
+			float f[U][4] = { { 0 } };   /* read only with fn2 */
 
 			RS_UNROLL_LOOP
-			for (int u = 0; u < RS_JOINT_UNROLL; u++) {
+			for (int u = 0; u < U; u++) {
 				int vu = v + u * BLK::NT;
 
 				if (vu >= nv)
 					continue;
 				RS_UNROLL_LOOP
-				for (int i = 0; i < RS_ROWS; i++)
+				for (int i = 0; i < R; i++)
 					if (i < nr)
 						rs_g4v(a, g + (int64_t)(r0 + i) *
 							   a.ldg, c0 + 4 * vu,
@@ -901,7 +903,7 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
 					rs_fn2_4(a, c0 + 4 * vu, f[u]);
 			}
 			RS_UNROLL_LOOP
-			for (int u = 0; u < RS_JOINT_UNROLL; u++) {
+			for (int u = 0; u < U; u++) {
 				int vu = v + u * BLK::NT, c = c0 + 4 * vu;
 				int s = c < e0 ? 0 : 1 + (c - e0) / tb;
 
@@ -968,8 +970,8 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
  * The lists are the same either way: each row keeps the columns its own
  * scan would, and a batch's order does not change a list (select.cuh). */
 #pragma nv_exec_check_disable
-template <class BLK, class T, bool F>
-XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
+template <class BLK, class T, bool F, int R>
+XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 			const rowsel_args &a, int r0, int nr, const T *g)
 {
 	blk.one([&] {
@@ -988,7 +990,8 @@ XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint &sj,
 		int64_t lim = (jt + RS_MAXSUB) * a.tb - a.j0;
 		int c1 = lim < a.ncols ? (int)lim : a.ncols;
 
-		rs_scan_rows<BLK, T, F>(blk, sh, sj, a, r0, nr, g, c0, c1, jt);
+		rs_scan_rows<BLK, T, F, R>(blk, sh, sj, a, r0, nr, g, c0, c1,
+					   jt);
 		for (int i = 0; i < nr; i++) {
 			const T *grow = g + (int64_t)(r0 + i) * a.ldg;
 			int *slots = a.cand + (int64_t)(r0 + i) * a.cap;
@@ -1024,19 +1027,18 @@ rowsel_kernel(rowsel_args a, const T *g)
 #endif
 
 #ifdef __CUDACC__
-/* XJ_CUDA_RS_ROWS: RS_ROWS rows a block */
-template <int minb, class T, bool F>
+/* XJ_CUDA_RS_ROWS: R rows a block */
+template <int minb, class T, bool F, int R>
 __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_rows_kernel(rowsel_args a, const T *g, int tq)
 {
 	__shared__ rs_shared sh;
-	__shared__ rs_joint sj;
+	__shared__ rs_joint<R> sj;
 	rs_dev_block blk = { (int)threadIdx.x };
-	int r0 = (int)blockIdx.x * RS_ROWS;
+	int r0 = (int)blockIdx.x * R;
 
-	rowsel_rows<rs_dev_block, T, F>(blk, sh, sj, a, r0,
-					tq - r0 < RS_ROWS ? tq - r0 : RS_ROWS,
-					g);
+	rowsel_rows<rs_dev_block, T, F, R>(blk, sh, sj, a, r0,
+					   tq - r0 < R ? tq - r0 : R, g);
 }
 #endif
 
@@ -1046,7 +1048,7 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 	    (a.whole && a.cap < a.ncols) ||
 	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols ||
 	    !a.g == !a.gh || (a.gh != NULL) != (a.gunit > 0) ||
-	    (a.rows != 1 && a.rows != RS_ROWS))
+	    (a.rows != 1 && a.rows != 2 && a.rows != 4 && a.rows != 8))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",
 			       tq, a.ncols, (long long)a.j0, (long long)a.tb,
@@ -1055,6 +1057,25 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 }
 
 #ifdef __CUDACC__
+/* Rows [0, tq) of the tile g, R a block (XJ_CUDA_RS_ROWS), on stream s. */
+template <class T, bool F, int R>
+static int rowsel_rows_launch(const rowsel_args &a, const T *g, int tq,
+			      int minb, cudaStream_t s, xj_status *st)
+{
+	int nb = (tq + R - 1) / R;
+
+	if (minb == 8) {
+		rowsel_rows_kernel<8, T, F, R><<<nb, RS_THREADS, 0, s>>>(a, g,
+									  tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<8>);
+	} else {
+		rowsel_rows_kernel<4, T, F, R><<<nb, RS_THREADS, 0, s>>>(a, g,
+									  tq);
+		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<4>);
+	}
+	return XJ_OK;
+}
+
 /* Rows [0, tq) of the tile g, one block each, on stream s, in the build
  * of at least minb (4 or 8) blocks an SM; F: XJ_CUDA_FMIN's scan, a
  * kernel of its own (its registers leave the others' as they were). */
@@ -1062,17 +1083,13 @@ template <class T, bool F>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 			 cudaStream_t s, xj_status *st)
 {
-	int nb = (tq + RS_ROWS - 1) / RS_ROWS;
-
-	if (a.rows > 1 && minb == 8) {
-		rowsel_rows_kernel<8, T, F><<<nb, RS_THREADS, 0, s>>>(a, g,
-								       tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<8>);
-	} else if (a.rows > 1) {
-		rowsel_rows_kernel<4, T, F><<<nb, RS_THREADS, 0, s>>>(a, g,
-								       tq);
-		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<4>);
-	} else if (minb == 8) {
+	if (a.rows == 2)
+		return rowsel_rows_launch<T, F, 2>(a, g, tq, minb, s, st);
+	if (a.rows == 4)
+		return rowsel_rows_launch<T, F, 4>(a, g, tq, minb, s, st);
+	if (a.rows == 8)
+		return rowsel_rows_launch<T, F, 8>(a, g, tq, minb, s, st);
+	if (minb == 8) {
 		rowsel_kernel<8, T, F><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
 	} else {
@@ -1103,6 +1120,20 @@ static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
 }
 #endif
 
+/* Rows r .. r + nr - 1 as a joint block of R on the host. */
+template <class T, bool F, int R>
+static void rowsel_host_joint(const rowsel_args &a, const T *g, int r,
+			      int nr)
+{
+	rs_host_block blk;
+	rs_shared sh;
+	rs_joint<R> sj;
+
+	memset(&sh, 0xa5, sizeof(sh));   /* poison */
+	memset(&sj, 0xa5, sizeof(sj));
+	rowsel_rows<rs_host_block, T, F, R>(blk, sh, sj, a, r, nr, g);
+}
+
 /* The same rows on the host, one after the other (a's pointers are host
  * memory). */
 template <class T, bool F>
@@ -1111,17 +1142,20 @@ static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 	rs_host_block blk;
 
 	for (int r = 0; r < tq; r += a.rows) {
-		rs_shared sh;
-		rs_joint sj;
 		int nr = tq - r < a.rows ? tq - r : a.rows;
 
-		memset(&sh, 0xa5, sizeof(sh));   /* poison */
-		memset(&sj, 0xa5, sizeof(sj));
-		if (a.rows > 1)
-			rowsel_rows<rs_host_block, T, F>(blk, sh, sj, a, r, nr,
-							 g);
-		else
+		if (a.rows == 2)
+			rowsel_host_joint<T, F, 2>(a, g, r, nr);
+		else if (a.rows == 4)
+			rowsel_host_joint<T, F, 4>(a, g, r, nr);
+		else if (a.rows == 8)
+			rowsel_host_joint<T, F, 8>(a, g, r, nr);
+		else {
+			rs_shared sh;
+
+			memset(&sh, 0xa5, sizeof(sh));   /* poison */
 			rowsel_row<rs_host_block, T, F>(blk, sh, a, r, g);
+		}
 	}
 }
 

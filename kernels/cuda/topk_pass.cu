@@ -46,7 +46,7 @@ extern "C" {
 #include "check.cuh"
 #include "rowsel.cuh"
 
-static_assert(RS_ROWS == XJ_CUDA_RS_ROWS, "a joint block's rows");
+static_assert(RS_ROWS_MAX == XJ_CUDA_RS_ROWS, "a joint block's rows");
 
 static cudaStream_t gemm_stream(const cuda_backend *c)
 {

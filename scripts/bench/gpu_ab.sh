@@ -19,11 +19,12 @@
 #   fmin-fp32, fmin-fp16, fmin4-fp16   XJ_CUDA_FMIN=1 (the last with
 #                      XJ_CUDA_RS_BLOCKS=4: the kernel without spills)
 #   rows4096-fp16      XJ_CUDA_PASS_ROWS=4096
-#   rows4-fp32, rows4b4-fp32, rows4-fp16, rows4b4-fp16, rows4p4096-fp16
-#                      XJ_CUDA_RS_ROWS=4: four query rows a block (fn2
-#                      and the prologue shared; b4 with
-#                      XJ_CUDA_RS_BLOCKS=4, p4096 with passes of 4,096
-#                      rows: twice the blocks)
+#   rows4-fp32, rows4b4-fp32, rows2-fp16, rows4-fp16, rows4b4-fp16,
+#   rows4p4096-fp16, rows8p8192-fp16
+#                      XJ_CUDA_RS_ROWS=R: R query rows a block (fn2 and
+#                      the prologue shared; b4 with XJ_CUDA_RS_BLOCKS=4,
+#                      pN with passes of N rows: as many blocks as one
+#                      row a block in passes of 2,048)
 #   l2fit-fp16, l2fit-rows4-fp16   XJ_CUDA_PASS_COLS=4096: fp16 tiles of
 #                      16 MiB, two of which fit an H100's L2
 #   nopipe-fp32        XJ_CUDA_PIPELINE=0
@@ -42,8 +43,9 @@
 # tile kernels as the reference, then rowsel in fp32, tf32 and bf16, fp16
 # with its 16-bit tile, with a float tile and without the pipeline
 # (XJ_CUDA_PIPELINE=0: each kernel class alone), XJ_CUDA_FMIN=1 (fp32,
-# fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS=4 (fp32 and fp16, each
-# also at 4 blocks an SM, and fp16 in passes of 4,096 rows), passes of
+# fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS (4 in fp32 and fp16,
+# each also at 4 blocks an SM; fp16: 2, and 4 and 8 in passes of 4,096
+# and 8,192 rows), passes of
 # 4,096 columns in fp16 (tiles that fit the L2, one row and four rows a
 # block), auto, k = 1000 (fp32, bf16, fp16), the scan alone (a
 # threshold no pair passes: the read of the tile) in fp32, of the 16-bit
@@ -157,13 +159,15 @@ if [ $passes = 1 ]; then
 	run fmin4-fp16 tile-fp32 XJ_CUDA_FMIN=1 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp16
 	# passes of 4,096 rows (fp32 gained 4% so, 2026-11-27)
 	run rows4096-fp16 tile-fp32 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp16
-	# four query rows a block: a group's fn2 read once for the four,
-	# one prologue; a quarter of the blocks (hence b4 and p4096)
+	# R query rows a block: a group's fn2 read once for the R rows,
+	# one prologue; 1/R of the blocks (hence b4 and the larger passes)
 	run rows4-fp32 tile-fp32 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp32
 	run rows4b4-fp32 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp32
+	run rows2-fp16 tile-fp32 XJ_CUDA_RS_ROWS=2 -- "${job[@]}" -k 10 --precision fp16
 	run rows4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4b4-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_RS_BLOCKS=4 -- "${job[@]}" -k 10 --precision fp16
 	run rows4p4096-fp16 tile-fp32 XJ_CUDA_RS_ROWS=4 XJ_CUDA_PASS_ROWS=4096 -- "${job[@]}" -k 10 --precision fp16
+	run rows8p8192-fp16 tile-fp32 XJ_CUDA_RS_ROWS=8 XJ_CUDA_PASS_ROWS=8192 -- "${job[@]}" -k 10 --precision fp16
 	# passes whose 16-bit tiles fit the L2 (2,048 x 4,096 x 2 bytes:
 	# 16 MiB a buffer, two in the pipeline, of the H100's 50 MB), so
 	# the scan may read what the GEMM just wrote from L2

@@ -16,7 +16,7 @@
 #                 runs P with XJ_CUDA_TILE16=0 (fp16-ft: fp16 with a float
 #                 tile instead of its 16-bit one), P-fmin with
 #                 XJ_CUDA_FMIN=1 (fn2 read only past its sub-tile's least),
-#                 P-rows4 with XJ_CUDA_RS_ROWS=4 (four rows a block)
+#                 P-rowsR with XJ_CUDA_RS_ROWS=R (R rows a block: 2, 4, 8)
 #   --peers "sgemm torch cupy"  the peers run (default all three; torch.mm
 #                 alone is the SGEMM bound)
 #   --bundle DIR  use the xjoin of scripts/bundle.sh's DIR (sources env.sh)
@@ -111,7 +111,7 @@ for p in $precisions; do
 	t16=${XJ_CUDA_TILE16:-}
 	fmin=${XJ_CUDA_FMIN:-}
 	rsr=${XJ_CUDA_RS_ROWS:-}
-	case $p in *-rows4) rsr=4; p=${p%-rows4} ;; esac
+	case $p in *-rows[248]) rsr=${p##*-rows}; p=${p%-rows[248]} ;; esac
 	case $p in *-fmin) fmin=1; p=${p%-fmin} ;; esac
 	case $p in *-ft) t16=0; p=${p%-ft} ;; esac
 	if timed "$name" env XJ_CUDA_TILE16=$t16 XJ_CUDA_FMIN=$fmin XJ_CUDA_RS_ROWS=$rsr "$xjoin" topk -q "$data" -b "$data" -k "$k" -m l2 \

@@ -300,14 +300,13 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
 	/* XJ_CUDA_FMIN passes over groups (the same lists, above) on rows
-	 * of the l2 family that scan whole passes (four rows a block: a
-	 * group only when none of the four needs fn2, which k > tb makes
-	 * rare) */
+	 * of the l2 family that scan whole passes (several rows a block: a
+	 * group only when none of them needs fn2, which k > tb makes rare) */
 	if (fmin && tc->m != XJ_METRIC_IP && tc->m != XJ_METRIC_COSINE &&
 	    tc->pass > tc->tb && tc->data == D_GAUSS &&
 	    (per_block == 1 || tc->k < tc->tb))
 		CU_ASSERT(stats[3] > 0);
-	/* four rows a block: the joint scan ran (rows with their gates
+	/* several rows a block: the joint scan ran (rows with their gates
 	 * scanning whole passes: a threshold's, or seeded in a pass before) */
 	if (per_block > 1 &&
 	    (tc->thr != T_NONE || tc->pass < tc->nb / tc->chunks))
@@ -316,7 +315,8 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 		CU_ASSERT_EQUAL(stats[4], 0);
 	printf("\n  %-28s %-4s%s%s %6.1f rescored/query, %llu undecided, %llu seeded, %5.1f%% fn2 unread, %llu rows joint ",
 	       tc->name, whole ? "pass" : "sub", fmin ? " fmin" : "     ",
-	       per_block > 1 ? " x4" : "   ",
+	       per_block == 8 ? " x8" : per_block == 4 ? " x4" :
+	       per_block == 2 ? " x2" : "   ",
 	       (double)stats[0] / (double)nq, stats[1], stats[2],
 	       100.0 * (double)stats[3] / (double)(nq * nb / 4), stats[4]);
 	rows_free(&Q);
@@ -377,12 +377,12 @@ static void test_cases(void)
 {
 	/* both scans: a sub-tile at a time, and the rest of a pass at once
 	 * (that one also with XJ_CUDA_FMIN's test of each sub-tile's
-	 * smallest fn2 first: the l2 family's cases; and with four rows a
-	 * block, XJ_CUDA_RS_ROWS=4, whose tiles of 33 and 50 rows end in a
-	 * block of fewer) */
+	 * smallest fn2 first: the l2 family's cases; and with 2, 4 and 8
+	 * rows a block, XJ_CUDA_RS_ROWS, whose tiles of 33 and 50 rows end
+	 * in a block of fewer) */
 	for (int whole = 0; whole < 2; whole++)
 		for (int fmin = 0; fmin <= whole; fmin++)
-			for (int nr = 1; nr <= (whole ? 4 : 1); nr += 3)
+			for (int nr = 1; nr <= (whole ? 8 : 1); nr *= 2)
 				for (size_t i = 0; i < UNIT_COUNT(cases); i++)
 					if (!fmin ||
 					    cases[i].m == XJ_METRIC_L2 ||
@@ -512,12 +512,12 @@ static void test_seed_gate_bound(void)
 	printf("\n  %lld rows ", (long long)checked);
 }
 
-/* XJ_CUDA_RS_ROWS takes 1 or 4; anything else is a usage error that
- * names it (read where the backend reads its settings). */
+/* XJ_CUDA_RS_ROWS takes 1, 2, 4 or 8; anything else is a usage error
+ * that names it (read where the backend reads its settings). */
 static void test_rs_rows_setting(void)
 {
-	static const char *good[] = { "1", "4", "" };
-	static const char *bad[] = { "2", "3", "0", "8", "four" };
+	static const char *good[] = { "1", "2", "4", "8", "" };
+	static const char *bad[] = { "3", "0", "6", "16", "four" };
 	xj_status st;
 
 	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
@@ -536,7 +536,7 @@ static void test_rs_rows_setting(void)
 }
 
 static const unit_test tests[] = {
-	{ "XJ_CUDA_RS_ROWS: 1 or 4", test_rs_rows_setting },
+	{ "XJ_CUDA_RS_ROWS: 1, 2, 4 or 8", test_rs_rows_setting },
 	{ "seeded gate bounds the k-th key", test_seed_gate_bound },
 	{ "seeding rescores about k a row", test_seed_saves },
 	{ "passes against the canonical top-k", test_cases },
