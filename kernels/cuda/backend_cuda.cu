@@ -308,6 +308,10 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_RS_ROWS=%lld: expected 1, 2, 4 or 8",
 			       (long long)rsr);
+	if (rsr > 1 && fmin)
+		return xj_fail(st, XJ_EXIT_USAGE,
+			       "XJ_CUDA_RS_ROWS=%lld and XJ_CUDA_FMIN=1: one or the other",
+			       (long long)rsr);
 	if (cols % XJ_CUDA_TB)
 		return xj_fail(st, XJ_EXIT_USAGE,
 			       "XJ_CUDA_PASS_COLS=%lld: expected a multiple of %d",

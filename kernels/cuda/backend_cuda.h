@@ -127,7 +127,8 @@
  *                default until timed on a GPU) or R (2, 4, 8): once the
  *                R rows have their gates, one scan reads each group's
  *                fn2 once for all R and one prologue serves them
- *                (rowsel.cuh's rowsel_rows); 1/R of the blocks
+ *                (rowsel.cuh's rowsel_rows); 1/R of the blocks; not
+ *                with XJ_CUDA_FMIN=1
  * The lists are the same bits under every setting.
  *
  * Memory: everything is allocated by backend_cuda_create for

@@ -843,29 +843,26 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * thread reads a group's fn2 once for all the rows, and a block's
  * prologue (thresholds, barriers) serves nr rows. Each row keeps the
  * columns rs_scan_pass keeps (its own sub-tile thresholds for its gate),
- * into its own slots. XJ_CUDA_FMIN: fn2 is read for a group when a
- * column of any row passes fmin + G; then every row compares fn2 + G,
- * which keeps the same columns (rounding is monotone), and the group
- * counts as passed over (stats[3]) for each row only when no row read
- * its fn2. */
+ * into its own slots. (Not with XJ_CUDA_FMIN: one row in R needing a
+ * group's fn2 reads it for all, which left 0-56% of the groups unread on
+ * the host tests' cases where one row a block left 0-78%, and each
+ * variant is a kernel more in the module.) */
 #pragma nv_exec_check_disable
-template <class BLK, class T, bool F, int R>
-XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
-			 const rowsel_args &a, int r0, int nr, const T *g,
-			 int c0, int c1, int64_t jt)
+template <class BLK, class T, int R>
+XJC_HD void rs_scan_rows(BLK &blk, rs_joint<R> &sj, const rowsel_args &a,
+			 int r0, int nr, const T *g, int c0, int c1,
+			 int64_t jt)
 {
 	constexpr int U = RS_JOINT_LOADS / R;   /* groups in flight */
 	int nsub = (int)((a.j0 + c1 - 1) / a.tb - jt + 1);
 	int tb = (int)a.tb, e0 = (int)((jt + 1) * a.tb - a.j0);
 	bool vec = tb % 4 == 0 && (!a.fn2 || rs_aligned(a.fn2 + a.j0 + c0, 16));
 	int nv;
-	bool fmin;
 
 	for (int i = 0; i < nr; i++)
 		vec = vec && rs_aligned(g + (int64_t)(r0 + i) * a.ldg + c0,
 					4 * sizeof(T));
 	nv = vec ? (c1 - c0) / 4 : 0;
-	fmin = F && vec && a.subfmin;
 	blk.each([&](int t) {
 		for (int e = t; e < nr * nsub; e += BLK::NT) {
 			int i = e / nsub, s = e % nsub;
@@ -875,14 +872,10 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 				a.qnorm[r0 + i], a.submax[jt + s], a.prec,
 				a.gunit);
 		}
-		for (int s = t; fmin && s < nsub; s += BLK::NT)
-			sh.fsub[s] = a.subfmin[jt + s];
 		if (t < nr)
 			sj.n[t] = 0;
 	});
 	blk.each([&](int t) {
-		unsigned long long skipped = 0;
-
 		for (int v = t; v < nv; v += BLK::NT * U) {
 			float x[U][R][4];
 			float f[U][4] = { { 0 } };   /* read only with fn2 */
@@ -899,7 +892,7 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 						rs_g4v(a, g + (int64_t)(r0 + i) *
 							   a.ldg, c0 + 4 * vu,
 						       x[u][i]);
-				if (a.fn2 && !fmin)
+				if (a.fn2)
 					rs_fn2_4(a, c0 + 4 * vu, f[u]);
 			}
 			RS_UNROLL_LOOP
@@ -909,20 +902,6 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 
 				if (vu >= nv)
 					continue;
-				if (fmin) {
-					bool any = false;
-
-					for (int i = 0; i < nr; i++)
-						for (int e = 0; e < 4; e++)
-							any |= XJC_FADD(sh.fsub[s],
-									x[u][i][e]) <=
-							       sj.tsub[i][s];
-					if (!any) {
-						skipped += (unsigned)nr;
-						continue;
-					}
-					rs_fn2_4(a, c, f[u]);
-				}
 				for (int i = 0; i < nr; i++) {
 					float thr = sj.tsub[i][s];
 					int64_t self = a.self ? a.qfirst + r0 + i -
@@ -957,8 +936,6 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 					       blk.add(&sj.n[i], 1)] = c;
 			}
 		}
-		if (skipped)
-			blk.add64(&sh.skipped, skipped);
 	});
 }
 
@@ -970,7 +947,7 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
  * The lists are the same either way: each row keeps the columns its own
  * scan would, and a batch's order does not change a list (select.cuh). */
 #pragma nv_exec_check_disable
-template <class BLK, class T, bool F, int R>
+template <class BLK, class T, int R>
 XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 			const rowsel_args &a, int r0, int nr, const T *g)
 {
@@ -981,7 +958,7 @@ XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 	});
 	if (!sj.ready) {
 		for (int i = 0; i < nr; i++)
-			rowsel_row<BLK, T, F>(blk, sh, a, r0 + i, g);
+			rowsel_row<BLK, T, false>(blk, sh, a, r0 + i, g);
 		return;
 	}
 	rs_stats_reset(blk, sh);
@@ -990,8 +967,7 @@ XJC_HD void rowsel_rows(BLK &blk, rs_shared &sh, rs_joint<R> &sj,
 		int64_t lim = (jt + RS_MAXSUB) * a.tb - a.j0;
 		int c1 = lim < a.ncols ? (int)lim : a.ncols;
 
-		rs_scan_rows<BLK, T, F, R>(blk, sh, sj, a, r0, nr, g, c0, c1,
-					   jt);
+		rs_scan_rows<BLK, T, R>(blk, sj, a, r0, nr, g, c0, c1, jt);
 		for (int i = 0; i < nr; i++) {
 			const T *grow = g + (int64_t)(r0 + i) * a.ldg;
 			int *slots = a.cand + (int64_t)(r0 + i) * a.cap;
@@ -1028,7 +1004,7 @@ rowsel_kernel(rowsel_args a, const T *g)
 
 #ifdef __CUDACC__
 /* XJ_CUDA_RS_ROWS: R rows a block */
-template <int minb, class T, bool F, int R>
+template <int minb, class T, int R>
 __global__ void __launch_bounds__(RS_THREADS, minb)
 rowsel_rows_kernel(rowsel_args a, const T *g, int tq)
 {
@@ -1037,8 +1013,8 @@ rowsel_rows_kernel(rowsel_args a, const T *g, int tq)
 	rs_dev_block blk = { (int)threadIdx.x };
 	int r0 = (int)blockIdx.x * R;
 
-	rowsel_rows<rs_dev_block, T, F, R>(blk, sh, sj, a, r0,
-					   tq - r0 < R ? tq - r0 : R, g);
+	rowsel_rows<rs_dev_block, T, R>(blk, sh, sj, a, r0,
+					tq - r0 < R ? tq - r0 : R, g);
 }
 #endif
 
@@ -1048,7 +1024,8 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 	    (a.whole && a.cap < a.ncols) ||
 	    a.k < 1 || a.k > UINT32_MAX || a.ldg < a.ncols ||
 	    !a.g == !a.gh || (a.gh != NULL) != (a.gunit > 0) ||
-	    (a.rows != 1 && a.rows != 2 && a.rows != 4 && a.rows != 8))
+	    (a.rows != 1 && a.rows != 2 && a.rows != 4 && a.rows != 8) ||
+	    (a.rows > 1 && a.subfmin))
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "rowsel: %d rows x %d columns at %lld, sub-tiles of %lld, %lld slots, k = %lld",
 			       tq, a.ncols, (long long)a.j0, (long long)a.tb,
@@ -1058,19 +1035,17 @@ static int rowsel_args_check(const rowsel_args &a, int tq, xj_status *st)
 
 #ifdef __CUDACC__
 /* Rows [0, tq) of the tile g, R a block (XJ_CUDA_RS_ROWS), on stream s. */
-template <class T, bool F, int R>
+template <class T, int R>
 static int rowsel_rows_launch(const rowsel_args &a, const T *g, int tq,
 			      int minb, cudaStream_t s, xj_status *st)
 {
 	int nb = (tq + R - 1) / R;
 
 	if (minb == 8) {
-		rowsel_rows_kernel<8, T, F, R><<<nb, RS_THREADS, 0, s>>>(a, g,
-									  tq);
+		rowsel_rows_kernel<8, T, R><<<nb, RS_THREADS, 0, s>>>(a, g, tq);
 		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<8>);
 	} else {
-		rowsel_rows_kernel<4, T, F, R><<<nb, RS_THREADS, 0, s>>>(a, g,
-									  tq);
+		rowsel_rows_kernel<4, T, R><<<nb, RS_THREADS, 0, s>>>(a, g, tq);
 		CUDA_LAUNCH_CHECK(st, rowsel_rows_kernel<4>);
 	}
 	return XJ_OK;
@@ -1083,12 +1058,6 @@ template <class T, bool F>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 			 cudaStream_t s, xj_status *st)
 {
-	if (a.rows == 2)
-		return rowsel_rows_launch<T, F, 2>(a, g, tq, minb, s, st);
-	if (a.rows == 4)
-		return rowsel_rows_launch<T, F, 4>(a, g, tq, minb, s, st);
-	if (a.rows == 8)
-		return rowsel_rows_launch<T, F, 8>(a, g, tq, minb, s, st);
 	if (minb == 8) {
 		rowsel_kernel<8, T, F><<<tq, RS_THREADS, 0, s>>>(a, g);
 		CUDA_LAUNCH_CHECK(st, rowsel_kernel<8>);
@@ -1103,6 +1072,12 @@ template <class T>
 static int rowsel_launch(const rowsel_args &a, const T *g, int tq, int minb,
 			 cudaStream_t s, xj_status *st)
 {
+	if (a.rows == 2)
+		return rowsel_rows_launch<T, 2>(a, g, tq, minb, s, st);
+	if (a.rows == 4)
+		return rowsel_rows_launch<T, 4>(a, g, tq, minb, s, st);
+	if (a.rows == 8)
+		return rowsel_rows_launch<T, 8>(a, g, tq, minb, s, st);
 	return a.subfmin ? rowsel_launch<T, true>(a, g, tq, minb, s, st) :
 			   rowsel_launch<T, false>(a, g, tq, minb, s, st);
 }
@@ -1121,7 +1096,7 @@ static int rowsel(const rowsel_args &a, int tq, int minb, cudaStream_t s,
 #endif
 
 /* Rows r .. r + nr - 1 as a joint block of R on the host. */
-template <class T, bool F, int R>
+template <class T, int R>
 static void rowsel_host_joint(const rowsel_args &a, const T *g, int r,
 			      int nr)
 {
@@ -1131,7 +1106,7 @@ static void rowsel_host_joint(const rowsel_args &a, const T *g, int r,
 
 	memset(&sh, 0xa5, sizeof(sh));   /* poison */
 	memset(&sj, 0xa5, sizeof(sj));
-	rowsel_rows<rs_host_block, T, F, R>(blk, sh, sj, a, r, nr, g);
+	rowsel_rows<rs_host_block, T, R>(blk, sh, sj, a, r, nr, g);
 }
 
 /* The same rows on the host, one after the other (a's pointers are host
@@ -1145,11 +1120,11 @@ static void rowsel_host_rows(const rowsel_args &a, const T *g, int tq)
 		int nr = tq - r < a.rows ? tq - r : a.rows;
 
 		if (a.rows == 2)
-			rowsel_host_joint<T, F, 2>(a, g, r, nr);
+			rowsel_host_joint<T, 2>(a, g, r, nr);
 		else if (a.rows == 4)
-			rowsel_host_joint<T, F, 4>(a, g, r, nr);
+			rowsel_host_joint<T, 4>(a, g, r, nr);
 		else if (a.rows == 8)
-			rowsel_host_joint<T, F, 8>(a, g, r, nr);
+			rowsel_host_joint<T, 8>(a, g, r, nr);
 		else {
 			rs_shared sh;
 

@@ -300,11 +300,9 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
 	/* XJ_CUDA_FMIN passes over groups (the same lists, above) on rows
-	 * of the l2 family that scan whole passes (several rows a block: a
-	 * group only when none of them needs fn2, which k > tb makes rare) */
+	 * of the l2 family that scan whole passes */
 	if (fmin && tc->m != XJ_METRIC_IP && tc->m != XJ_METRIC_COSINE &&
-	    tc->pass > tc->tb && tc->data == D_GAUSS &&
-	    (per_block == 1 || tc->k < tc->tb))
+	    tc->pass > tc->tb && tc->data == D_GAUSS)
 		CU_ASSERT(stats[3] > 0);
 	/* several rows a block: the joint scan ran (rows with their gates
 	 * scanning whole passes: a threshold's, or seeded in a pass before) */
@@ -377,12 +375,12 @@ static void test_cases(void)
 {
 	/* both scans: a sub-tile at a time, and the rest of a pass at once
 	 * (that one also with XJ_CUDA_FMIN's test of each sub-tile's
-	 * smallest fn2 first: the l2 family's cases; and with 2, 4 and 8
-	 * rows a block, XJ_CUDA_RS_ROWS, whose tiles of 33 and 50 rows end
-	 * in a block of fewer) */
+	 * smallest fn2 first: the l2 family's cases; and without it, with
+	 * 2, 4 and 8 rows a block, XJ_CUDA_RS_ROWS, whose tiles of 33 and 50
+	 * rows end in a block of fewer) */
 	for (int whole = 0; whole < 2; whole++)
 		for (int fmin = 0; fmin <= whole; fmin++)
-			for (int nr = 1; nr <= (whole ? 8 : 1); nr *= 2)
+			for (int nr = 1; nr <= (whole && !fmin ? 8 : 1); nr *= 2)
 				for (size_t i = 0; i < UNIT_COUNT(cases); i++)
 					if (!fmin ||
 					    cases[i].m == XJ_METRIC_L2 ||
@@ -519,6 +517,15 @@ static void test_rs_rows_setting(void)
 	static const char *good[] = { "1", "2", "4", "8", "" };
 	static const char *bad[] = { "3", "0", "6", "16", "four" };
 	xj_status st;
+
+	/* not with XJ_CUDA_FMIN */
+	setenv("XJ_CUDA_FMIN", "1", 1);
+	setenv("XJ_CUDA_RS_ROWS", "4", 1);
+	xj_ok(&st);
+	CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
+	CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_FMIN"));
+	unsetenv("XJ_CUDA_FMIN");
 
 	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
 		setenv("XJ_CUDA_RS_ROWS", good[i], 1);
