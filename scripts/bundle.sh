@@ -234,4 +234,12 @@ echo "bundle: $out ($(du -sh "$out" | cut -f1), $n_lib libraries; commit $(head 
 if [ $archive = 1 ]; then
 	tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
 	echo "archive: $out.tar.xz ($(du -h "$out.tar.xz" | cut -f1)); unpack with: tar xJf $out.tar.xz"
+	# the device call carries the working tree and this archive, 64 MiB
+	# in all (docs/gpu-runbook.md)
+	a=$(stat -c %s "$out.tar.xz")
+	t=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null |
+		awk '{ n += $1 } END { print n + 0 }')
+	echo "with the tracked tree: $(( (a + t) / 1048576 )) MiB of the device call's 64"
+	[ $((a + t)) -le 67108864 ] ||
+		echo "bundle.sh: warning: archive and tree exceed the 64 MiB a device call carries" >&2
 fi
