@@ -844,9 +844,9 @@ XJC_HD void rowsel_row(BLK &blk, rs_shared &sh, const rowsel_args &a, int r,
  * prologue (thresholds, barriers) serves nr rows. Each row keeps the
  * columns rs_scan_pass keeps (its own sub-tile thresholds for its gate),
  * into its own slots. (Not with XJ_CUDA_FMIN: one row in R needing a
- * group's fn2 reads it for all, which left 0-56% of the groups unread on
- * the host tests' cases where one row a block left 0-78%, and each
- * variant is a kernel more in the module.) */
+ * group's fn2 reads it for all; on the host tests' cases four rows a
+ * block left 0-56% of the groups unread where one row a block left
+ * 0-78%, and each combination was a kernel more in the module.) */
 #pragma nv_exec_check_disable
 template <class BLK, class T, int R>
 XJC_HD void rs_scan_rows(BLK &blk, rs_joint<R> &sj, const rowsel_args &a,
