@@ -5,12 +5,14 @@
 # fastest fixed precision.
 #
 #   scripts/bench/auto_vs_fixed.sh [--k K] [--dim D] [--rows N]
-#                                  [--queries Q] [--rounds R]
+#                                  [--queries Q] [--rounds R] [--glove]
 #                                  [--precisions "fp32 bf16 int8"]
 #
 # Job: `xjoin gen` rows (Q x N x D, seed 1: cpu_vs_peers.sh's syn-D set),
 # l2, k = K (default 1000), one rank on THREADS cores (default 2), HDF5 in
-# and out; wall seconds of each xjoin run. First the default with an empty
+# and out; wall seconds of each xjoin run. --glove: GloVe's 1,000 test x
+# 100,000 train rows (GLOVE, default ../shared/data/glove-100d-100k.h5),
+# cosine (k as given; cpu_vs_peers.sh's job is k = 100). First the default with an empty
 # calibration cache (its measuring included: what a host's first job of
 # this shape pays, once), then R rounds (default 5) of: the default with
 # the cache that first run left, then each fixed precision. Every output
@@ -19,7 +21,7 @@
 # variant, and `default/best`: the default's median over the fastest
 # fixed median.
 # Environment: XJOIN (default build/xjoin), BENCH_DIR (build/bench),
-#   THREADS (2).
+#   THREADS (2), GLOVE.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,7 +30,8 @@ xjoin=${XJOIN:-$root/build/xjoin}
 work=${BENCH_DIR:-$root/build/bench}
 threads=${THREADS:-2}
 py=/usr/bin/python3
-k=1000 dim=128 rows=100000 queries=10000 rounds=5
+k=1000 dim=128 rows=100000 queries=10000 rounds=5 glove=
+metric=l2
 precisions="fp32 bf16 int8"
 
 die() { echo "auto_vs_fixed.sh: $*" >&2; exit 1; }
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
 	--queries) queries=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
 	--precisions) precisions=$2; shift ;;
+	--glove) glove=${GLOVE:-$root/../shared/data/glove-100d-100k.h5} ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -56,12 +60,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=$threads XJOIN_CACHE_DIR=$cache
 
 data=$work/syn-$dim-$queries-$rows.h5
-if [ ! -s "$data" ]; then
+if [ -n "$glove" ]; then
+	[ -s "$glove" ] || die "no GloVe file at $glove"
+	data=$glove metric=cosine queries=1000 rows=100000 dim=100
+elif [ ! -s "$data" ]; then
 	echo "# generating $data"
 	mpirun -np 1 "$xjoin" gen --rows "$rows" --dim "$dim" \
 		--queries "$queries" --seed 1 -o "$data" >/dev/null
 fi
-echo "# auto_vs_fixed $(date -u +%FT%TZ): $queries x $rows x $dim, l2, k=$k, $threads threads, $rounds rounds"
+echo "# auto_vs_fixed $(date -u +%FT%TZ): $(basename "$data"), $queries x $rows x $dim, $metric, k=$k, $threads threads, $rounds rounds"
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'),"\
 " family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')"\
 " model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ');"\
@@ -76,7 +83,7 @@ run() {
 	shift
 	t0=$(date +%s.%N)
 	mpirun -np 1 --bind-to none "$xjoin" topk -q "$data:/test" \
-		-b "$data:/train" -m l2 -k "$k" -o "$o" --force --quiet \
+		-b "$data:/train" -m "$metric" -k "$k" -o "$o" --force --quiet \
 		--report-json "$out/$name.json" "$@" ||
 		die "$name: xjoin failed"
 	t1=$(date +%s.%N)
