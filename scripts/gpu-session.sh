@@ -20,8 +20,8 @@
 #                                               OUT/gpu-ab.log
 #   3. gpu_vs_peers.sh, 1M x 1M x 128: xjoin in fp32, auto, fp16 (and
 #      with XJ_CUDA_FMIN=1, and with XJ_CUDA_RS_ROWS=4) and bf16, the
-#      SGEMM alone and PyTorch
-#      (150 s at most; 114 s on an H100)
+#      SGEMM alone and PyTorch (150 s at most; 114 s on an H100 with
+#      five xjoin runs, 2026-11-27)
 #                                               OUT/gpu-bench.log
 #   4. gpu-check.sh as four instances sharing the GPU (sections 1; 2, 3;
 #      4, 5, 6; 7), each with its own work folder (190 s at most; 122 to

@@ -108,9 +108,8 @@ prep_hat_kernel(const float *x, const double *n2, int64_t rows, int64_t d,
 	}
 }
 
-/* One block per sub-tile of tile_rows rows: the largest float norm. */
-/* out[tile] = the largest (lo: smallest) x of the tile's rows; a NaN
- * is passed over (fmaxf, fminf) */
+/* One block per sub-tile of tile_rows rows: out[tile] = the largest (lo:
+ * smallest) x of its rows; a NaN is passed over (fmaxf, fminf). */
 template <bool lo>
 __global__ void __launch_bounds__(PREP_THREADS)
 prep_sub_kernel(const float *x, int64_t rows, int64_t tile_rows,

@@ -52,11 +52,13 @@
  * Cost per base element: 4 bytes of G and 4 of fn2 read once (L2 when
  * the tile is), one float add and compare (XJ_CUDA_FMIN: fn2 only for
  * a group of 4 columns with one whose G plus its sub-tile's smallest fn2
- * passes); a seeding sub-tile reads its values four more times. The 16-bit tile (XJ_CUDA_TILE16, fp16 passes:
- * a.gh) holds fp16 values of 2^e G, 2 bytes an element read 4 at a time
- * and multiplied by a.gunit = 2^-e (exact); the thresholds and seed
- * gates take its rounding (canonical.cuh, xjc_err_bound_prec's gunit). Per rescored pair: 4d bytes of the base row,
- * read coalesced by one warp, and 3d double FLOPs (l2 family) or 2d in 32
+ * passes; XJ_CUDA_RS_ROWS=R: fn2 once for R rows, rowsel_rows); a
+ * seeding sub-tile reads its values four more times. The 16-bit tile
+ * (XJ_CUDA_TILE16, fp16 passes: a.gh) holds fp16 values of 2^e G, 2
+ * bytes an element read 4 at a time and multiplied by a.gunit = 2^-e
+ * (exact); the thresholds and seed gates take its rounding
+ * (canonical.cuh, xjc_err_bound_prec's gunit). Per rescored pair: 4d
+ * bytes of the base row, read coalesced by one warp, and 3d double FLOPs (l2 family) or 2d in 32
  * partial chains. Rows with no candidate cost one read of their tile row.
  *
  * Host and device run the same code: rowsel_row is written against a
@@ -258,35 +260,8 @@ __device__ __forceinline__ void rs_g4(const __half *p, float unit,
 }
 #endif
 
-/* rs_value of columns c .. c + 3, read as one load of G (and a 16-byte
- * one of fn2) on the device; the caller checks the alignment. */
-template <class T>
-XJC_HD void rs_value4(const rowsel_args &a, const T *grow, int c, float v[4])
-{
-#ifdef __CUDA_ARCH__
-	float g[4];
-
-	rs_g4(grow + c, a.gunit, g);
-	if (a.fn2) {
-		float4 f = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
-
-		v[0] = __fadd_rn(f.x, g[0]);
-		v[1] = __fadd_rn(f.y, g[1]);
-		v[2] = __fadd_rn(f.z, g[2]);
-		v[3] = __fadd_rn(f.w, g[3]);
-	} else {
-		for (int e = 0; e < 4; e++)
-			v[e] = g[e];
-	}
-#else
-	for (int e = 0; e < 4; e++)
-		v[e] = rs_value(a, grow, c + e);
-#endif
-}
-
-/* G of columns c .. c + 3 (one load on the device), and their values
- * v = fn2 + G once fn2 is read (one 16-byte load; v may be g): rs_value4
- * in two steps, the same bits. */
+/* G of columns c .. c + 3 (one load on the device; the caller checks
+ * the alignment, here and below). */
 template <class T>
 XJC_HD void rs_g4v(const rowsel_args &a, const T *grow, int c, float g[4])
 {
@@ -314,20 +289,25 @@ XJC_HD void rs_fn2_4(const rowsel_args &a, int c, float f[4])
 #endif
 }
 
+/* v = fn2 + G of columns c .. c + 3 from their G (v may be g) */
 XJC_HD void rs_fn2_add4(const rowsel_args &a, int c, const float g[4],
 			float v[4])
 {
-#ifdef __CUDA_ARCH__
-	float4 f = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
+	float f[4];
 
-	v[0] = __fadd_rn(f.x, g[0]);
-	v[1] = __fadd_rn(f.y, g[1]);
-	v[2] = __fadd_rn(f.z, g[2]);
-	v[3] = __fadd_rn(f.w, g[3]);
-#else
+	rs_fn2_4(a, c, f);
 	for (int e = 0; e < 4; e++)
-		v[e] = XJC_FADD(a.fn2[a.j0 + c + e], g[e]);
-#endif
+		v[e] = XJC_FADD(f[e], g[e]);
+}
+
+/* rs_value of columns c .. c + 3: one load of G, and one of fn2 for the
+ * l2 family */
+template <class T>
+XJC_HD void rs_value4(const rowsel_args &a, const T *grow, int c, float v[4])
+{
+	rs_g4v(a, grow, c, v);
+	if (a.fn2)
+		rs_fn2_add4(a, c, v, v);
 }
 
 /* p on a multiple of n bytes (n a power of two) */
@@ -1000,9 +980,7 @@ rowsel_kernel(rowsel_args a, const T *g)
 
 	rowsel_row<rs_dev_block, T, F>(blk, sh, a, (int)blockIdx.x, g);
 }
-#endif
 
-#ifdef __CUDACC__
 /* XJ_CUDA_RS_ROWS: R rows a block */
 template <int minb, class T, int R>
 __global__ void __launch_bounds__(RS_THREADS, minb)

@@ -27,8 +27,8 @@
  *
  * Per base element: 2d GEMM FLOPs (cfg->precision: float32 by default,
  * where XJ_CUBLAS_MATH (check.cuh) keeps float32 arithmetic as
- * metric_err_bound() assumes; tf32, bf16 or fp16 on tensor cores, with float32 accumulation
- * and metric_err_bound_prec()'s wider bound, bf16/fp16 reading 16-bit
+ * metric_err_bound() assumes; tf32, bf16 or fp16 on tensor cores, with
+ * float32 accumulation and metric_err_bound_prec()'s wider bound, bf16/fp16 reading 16-bit
  * copies made once per chunk); 8 bytes and one float add + compare in
  * the scan; per kept pair 4d bytes and 3d double FLOPs of rescoring.
  *

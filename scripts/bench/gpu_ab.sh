@@ -45,9 +45,8 @@
 # (XJ_CUDA_PIPELINE=0: each kernel class alone), XJ_CUDA_FMIN=1 (fp32,
 # fp16, fp16 at 4 blocks an SM), XJ_CUDA_RS_ROWS (4 in fp32 and fp16,
 # each also at 4 blocks an SM; fp16: 2, and 4 and 8 in passes of 4,096
-# and 8,192 rows), passes of
-# 4,096 columns in fp16 (tiles that fit the L2, one row and four rows a
-# block), auto, k = 1000 (fp32, bf16, fp16), the scan alone (a
+# and 8,192 rows), passes of 4,096 columns in fp16 (tiles that fit the
+# L2, one row and four rows a block), auto, k = 1000 (fp32, bf16, fp16), the scan alone (a
 # threshold no pair passes: the read of the tile) in fp32, of the 16-bit
 # tile, with XJ_CUDA_FMIN and with XJ_CUDA_RS_ROWS=4; then the self-joins
 # and range joins.

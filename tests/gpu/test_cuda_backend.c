@@ -408,12 +408,11 @@ static void test_host_work_bytes(void)
 			tb * (8 * d + 16) + 8);
 	/* fixed: two matrix tiles, the flags, the candidate slots, the
 	 * merge scratch and the counters; the base rows' one maximum and
-	 * minimum; and
-	 * by the selection (backend_cuda.h's variables): rowsel's two pass
-	 * tiles of 4 sub-tiles (one without the pipeline, wider passes
-	 * wider) and its slots for a pass (a sub-tile's with
-	 * XJ_CUDA_SCAN=sub), or the tile kernels' sort keys, keys and
-	 * counts */
+	 * minimum; and by the selection (backend_cuda.h's variables):
+	 * rowsel's two pass tiles of 4 sub-tiles (one without the
+	 * pipeline, wider passes wider) and its slots for a pass (a
+	 * sub-tile's with XJ_CUDA_SCAN=sub), or the tile kernels' sort
+	 * keys, keys and counts */
 	unsetenv("XJ_CUDA_SELECT");
 	unsetenv("XJ_CUDA_PIPELINE");
 	unsetenv("XJ_CUDA_PASS_COLS");
