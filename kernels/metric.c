@@ -397,27 +397,32 @@ double metric_err_bound_rows(xj_metric m, int64_t d, double qnorm,
  * (max(0, sqrt(h^2 + a - abs) - h))^2 and (h + sqrt(h^2 + a + abs))^2,
  * h = lin / 2 (kernels/cpu/cpu_topk.c).
  */
+metric_folded metric_folded_side(int64_t d, double bnorm, double berr,
+				 xj_precision p)
+{
+	double n = (double)d;
+	metric_folded f = { 0 };
+
+	if ((p != XJ_PREC_BF16 && p != XJ_PREC_INT8) || 12.0 * n * U32 >= 1.0)
+		return f;
+	f.ok = 1;
+	f.slack = PREC_SLACK;
+	f.acc = rows_acc(p, n);
+	f.bn = bnorm * PREC_SLACK;
+	f.db = berr * PREC_SLACK;
+	f.dbl = (n + 8.0) * 0x1p-50;
+	f.c2 = 2.0 * U32 * (1.0 + f.acc) + f.dbl;
+	f.n8 = (n + 8.0) * 0x1p-25;
+	f.tiny = 8.0 * (n + 8.0) * FLT_MIN;
+	return f;
+}
+
 metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 				    double qerr, double berr, xj_precision p)
 {
-	double n = (double)d, acc, qn, bn, dq, db, st, dbl;
-	metric_err2 e = { 0.0, INFINITY };
+	metric_folded f = metric_folded_side(d, bnorm, berr, p);
 
-	if ((p != XJ_PREC_BF16 && p != XJ_PREC_INT8) || 12.0 * n * U32 >= 1.0)
-		return e;
-	acc = rows_acc(p, n);
-	qn = qnorm * PREC_SLACK;
-	bn = bnorm * PREC_SLACK;
-	dq = qerr * PREC_SLACK;
-	db = berr * PREC_SLACK;
-	st = qn + dq + bn + db;
-	dbl = (n + 8.0) * 0x1p-50;
-	e.lin = 2.0 * (dq + db) * PREC_SLACK;
-	e.abs = 2.0 * dq * db + 2.0 * acc * (qn + dq) * (bn + db) +
-		(2.0 * U32 * (1.0 + acc) + dbl) * st * st +
-		2.0 * dbl * (qn * dq + bn * db) +
-		e.lin * (n + 8.0) * 0x1p-25 * st + 8.0 * (n + 8.0) * FLT_MIN;
-	return e;
+	return metric_folded_row(&f, qnorm, qerr);
 }
 
 /* Squared norms above this overflow float32 in the GEMM path (|q.b|,

@@ -108,6 +108,35 @@ metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 				    double qerr, double berr,
 				    xj_precision p);
 
+/* The same bound in two steps, for many query rows against one base
+ * side: metric_folded_side takes the base side's terms (bnorm, berr:
+ * the largest of a tile's base rows), metric_folded_row each query row's
+ * bound from them, inline (a loop over a tile's rows vectorises). The
+ * same operations as metric_err_bound_folded, which is the two in turn. */
+typedef struct metric_folded {
+	int ok;                  /* 0: lin = 0, abs = INFINITY */
+	double slack, acc, bn, db, dbl, c2, n8, tiny;
+} metric_folded;
+
+metric_folded metric_folded_side(int64_t d, double bnorm, double berr,
+				 xj_precision p);
+
+static inline metric_err2 metric_folded_row(const metric_folded *f,
+					    double qnorm, double qerr)
+{
+	double qn = qnorm * f->slack, dq = qerr * f->slack;
+	double st = qn + dq + f->bn + f->db;
+	metric_err2 e = { 0.0, INFINITY };
+
+	if (!f->ok)
+		return e;
+	e.lin = 2.0 * (dq + f->db) * f->slack;
+	e.abs = 2.0 * dq * f->db + 2.0 * f->acc * (qn + dq) * (f->bn + f->db) +
+		f->c2 * st * st + 2.0 * f->dbl * (qn * dq + f->bn * f->db) +
+		e.lin * f->n8 * st + f->tiny;
+	return e;
+}
+
 /* Metric-specific input checks on rows already known to be finite:
  * cosine rejects zero rows; every metric rejects rows whose squared norm
  * overflows float32. On failure names "row R" (global index first_row + i)

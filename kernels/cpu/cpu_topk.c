@@ -607,43 +607,6 @@ static void tile_flush(cpu_backend *c, cpu_thread *t, int64_t i0, int64_t i1,
 
 /* ---- deferred rescoring -------------------------------------------- */
 
-/* nextafterf(f, dir * INFINITY) for f not NaN and not already the
- * infinity of dir, inline: the scan's bounds take one or two of these a
- * pushed pair. The float after (before) f is one unit of the bit pattern
- * further from (nearer to) zero for f > 0 (f < 0), and the smallest
- * subnormal of dir's sign after a zero. */
-static inline float float_step(float f, int dir)
-{
-	uint32_t u;
-
-	if (f == 0)
-		return dir > 0 ? 0x1p-149f : -0x1p-149f;
-	memcpy(&u, &f, sizeof(u));
-	u = (f > 0) == (dir > 0) ? u + 1 : u - 1;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* Smallest float >= x (x finite or +inf). */
-static float float_up(double x)
-{
-	float f = (float)x;
-
-	if ((double)f < x)
-		f = float_step(f, 1);
-	return f;
-}
-
-/* Largest float <= x (x finite or -inf). */
-static float float_down(double x)
-{
-	float f = (float)x;
-
-	if ((double)f > x)
-		f = float_step(f, -1);
-	return f;
-}
-
 /* c_i of the file comment: the part of the approx value sgemm leaves out
  * (folded: less twice the row's rounding product, fold_n2). */
 static double row_offset(const cpu_backend *c, int64_t i)
@@ -1012,13 +975,49 @@ static uint32_t pair_hits(const float *g, const float *s, float ar,
 	return hits;
 }
 
-/* Scan state of the nb columns of a pair tile: each column's query
+/* Scan state of the rows or the columns of a pair tile: each one's query
  * threshold, error bound and offset. */
 typedef struct pair_cols {
 	float thr[TB];
 	metric_err2 err[TB];
 	double off[TB];
 } pair_cols;
+
+/*
+ * The scan state of queries q0 .. q0 + n - 1 against a side of largest
+ * norm nmax and rounding emax: what cpu_side_err, row_offset and
+ * row_threshold give each one (every gate finite). Folded bounds in one
+ * loop of inline arithmetic: these were a twelfth of an int8 self-join's
+ * samples as calls, for every row and column of every 512 x 512 pair
+ * tile.
+ */
+XJ_CLONES
+static void side_state(const cpu_backend *c, int64_t q0, int64_t n,
+		       float nmax, float emax, pair_cols *ps)
+{
+	metric_folded f;
+	const float *qnorm = c->qnorm + q0;
+	const double *qq = c->qq + q0, *gate = c->gate + q0, *gsq = c->gsq + q0;
+
+	if (!cpu_folded(c)) {
+		for (int64_t k = 0; k < n; k++) {
+			ps->err[k] = cpu_side_err(c, q0 + k, nmax, emax);
+			ps->off[k] = row_offset(c, q0 + k);
+			ps->thr[k] = row_threshold(c, q0 + k, ps->err[k]);
+		}
+		return;
+	}
+	f = metric_folded_side(c->cfg.d, nmax, emax, c->prec);
+	for (int64_t k = 0; k < n; k++) {
+		metric_err2 e = metric_folded_row(&f, qnorm[k],
+						  c->ql.err[q0 + k]);
+		double off = qq[k] - 2.0 * c->ql.dot[q0 + k];
+
+		ps->err[k] = e;
+		ps->off[k] = off;
+		ps->thr[k] = float_up(gate[k] - off + err_at(e, gsq[k]));
+	}
+}
 
 int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		   const float *sa, const float *sb, float alpha,
@@ -1027,20 +1026,18 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		   const xj_rows *b)
 {
 	static const float zero[TB];
-	pair_cols pc;
+	pair_cols pc, pr;
 
 	for (int64_t r = 0; r < na; r++)
 		if (c->gate[a->q0 + r] == INFINITY)
 			return 0;
-	for (int64_t k = 0; k < nb; k++) {
-		int64_t q = bs->q0 + k;
-
-		if (c->gate[q] == INFINITY)
+	for (int64_t k = 0; k < nb; k++)
+		if (c->gate[bs->q0 + k] == INFINITY)
 			return 0;
-		pc.err[k] = cpu_side_err(c, q, a->nmax, a->emax);
-		pc.off[k] = row_offset(c, q);
-		pc.thr[k] = row_threshold(c, q, pc.err[k]);
-	}
+	/* a row's gate moves only through its own pushes, none before its
+	 * turn: its state is taken here with the columns' */
+	side_state(c, bs->q0, nb, a->nmax, a->emax, &pc);
+	side_state(c, a->q0, na, bs->nmax, bs->emax, &pr);
 	if (!cb)
 		cb = zero;
 	if (!sb)
@@ -1049,9 +1046,9 @@ int cpu_scan_sides(cpu_backend *c, cpu_thread *t, const float *g,
 		int64_t i = a->q0 + r;
 		const float *gr = g + r * nb;
 		float cr = ca ? ca[r] : 0.0f, ar = sa ? alpha * sa[r] : 1.0f;
-		metric_err2 err = cpu_side_err(c, i, bs->nmax, bs->emax);
-		double roff = row_offset(c, i);
-		float thr = row_threshold(c, i, err);
+		metric_err2 err = pr.err[r];
+		double roff = pr.off[r];
+		float thr = pr.thr[r];
 
 		for (int64_t j = 0; j < nb; j += SCAN_W) {
 			uint32_t hits;

@@ -8,6 +8,8 @@
  * for the CPU backend, and how many matrix pairs its double GEMM leaves
  * to the canonical evaluator.
  */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +207,70 @@ static void test_tile_transpose(void)
 	free(gt);
 }
 
+/* float_up and float_down (the scan's bounds, without branches) against
+ * their definition through nextafterf, bit for bit: doubles just around
+ * floats of every binade (normal, subnormal, the largest), the floats
+ * themselves, signed zeros, values between zero and the smallest
+ * subnormal, the infinities each takes, and random doubles. */
+static int step_same(float got, float want)
+{
+	return memcmp(&got, &want, sizeof(got)) == 0;
+}
+
+static float up_ref(double x)
+{
+	float f = (float)x;
+
+	return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+static float down_ref(double x)
+{
+	float f = (float)x;
+
+	return (double)f > x ? nextafterf(f, -INFINITY) : f;
+}
+
+static void test_float_steps(void)
+{
+	static const double fixed[] = { 0.0, -0.0, 0x1p-149, -0x1p-149,
+					0x1p-150, -0x1p-150, 0x1p-160, -0x1p-160,
+					0x1p-126, FLT_MAX, -FLT_MAX,
+					(double)FLT_MAX * (1 + 0x1p-30),
+					-(double)FLT_MAX * (1 + 0x1p-30), 1.0,
+					-1.0, 1.0 + 0x1p-40, -1.0 - 0x1p-40 };
+	int64_t bad = 0, n = 0;
+	uint64_t s = 88172645463325252ull;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++, n++) {
+		bad += !step_same(float_up(fixed[i]), up_ref(fixed[i]));
+		bad += !step_same(float_down(fixed[i]), down_ref(fixed[i]));
+	}
+	bad += !step_same(float_up(INFINITY), INFINITY);
+	bad += !step_same(float_down(-INFINITY), -INFINITY);
+	for (int e = -150; e <= 128; e++)
+		for (int sg = -1; sg <= 1; sg += 2)
+			for (int k = -3; k <= 3; k++, n++) {
+				double x = sg * ldexp(1.0 + k * 0x1p-35, e);
+
+				bad += !step_same(float_up(x), up_ref(x));
+				bad += !step_same(float_down(x), down_ref(x));
+			}
+	for (int i = 0; i < 200000; i++, n++) {
+		double x, m;
+
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		m = (double)(s >> 11) * 0x1p-53;
+		x = ldexp(m, (int)(s % 300) - 160) * (s & 1 ? -1 : 1);
+		bad += !step_same(float_up(x), up_ref(x));
+		bad += !step_same(float_down(x), down_ref(x));
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT(n > 200000);
+}
+
 int main(void)
 {
 	static const unit_test tests[] = {
@@ -213,6 +279,7 @@ int main(void)
 		  test_matrix_exact_pairs },
 		{ "self-join tile transpose", test_tile_transpose },
 		{ "time accounted in parts", test_time_parts },
+		{ "float_up and float_down as nextafterf", test_float_steps },
 	};
 
 	return unit_run("cpu_backend", tests, UNIT_COUNT(tests));
