@@ -111,8 +111,9 @@ metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 /* The same bound in two steps, for many query rows against one base
  * side: metric_folded_side takes the base side's terms (bnorm, berr:
  * the largest of a tile's base rows), metric_folded_row each query row's
- * bound from them, inline (a loop over a tile's rows vectorises). The
- * same operations as metric_err_bound_folded, which is the two in turn. */
+ * bound from them, inline (a loop over a tile's rows makes no calls).
+ * The same operations as metric_err_bound_folded, which is the two in
+ * turn, so the same bits (no contraction: CMakeLists.txt). */
 typedef struct metric_folded {
 	int ok;                  /* 0: lin = 0, abs = INFINITY */
 	double slack, acc, bn, db, dbl, c2, n8, tiny;

@@ -986,10 +986,10 @@ typedef struct pair_cols {
 /*
  * The scan state of queries q0 .. q0 + n - 1 against a side of largest
  * norm nmax and rounding emax: what cpu_side_err, row_offset and
- * row_threshold give each one (every gate finite). Folded bounds in one
- * loop of inline arithmetic: these were a twelfth of an int8 self-join's
- * samples as calls, for every row and column of every 512 x 512 pair
- * tile.
+ * row_threshold give each one (every gate finite), the same bits. Folded
+ * bounds in one loop of inline arithmetic: as calls, for every row and
+ * column of every 512 x 512 pair tile, they were 7% of an int8
+ * self-join's samples (docs/performance.md).
  */
 XJ_CLONES
 static void side_state(const cpu_backend *c, int64_t q0, int64_t n,
