@@ -111,7 +111,7 @@ metric_err2 metric_err_bound_folded(int64_t d, double qnorm, double bnorm,
 /* The same bound in two steps, for many query rows against one base
  * side: metric_folded_side takes the base side's terms (bnorm, berr:
  * the largest of a tile's base rows), metric_folded_row each query row's
- * bound from them, inline (a loop over a tile's rows makes no calls).
+ * bound from them, inline (a loop over a tile's rows calls nothing).
  * The same operations as metric_err_bound_folded, which is the two in
  * turn, so the same bits (no contraction: CMakeLists.txt). */
 typedef struct metric_folded {

@@ -986,36 +986,25 @@ typedef struct pair_cols {
 /*
  * The scan state of queries q0 .. q0 + n - 1 against a side of largest
  * norm nmax and rounding emax: what cpu_side_err, row_offset and
- * row_threshold give each one (every gate finite), the same bits. Folded
- * bounds in one loop of inline arithmetic: as calls, for every row and
- * column of every 512 x 512 pair tile, they were 7% of an int8
- * self-join's samples (docs/performance.md).
+ * row_threshold give each one. A folded bound takes its base side's
+ * terms once (metric_folded_side): as calls for every row and column of
+ * every 512 x 512 pair tile, the bounds were 7% of an int8 self-join's
+ * samples (docs/performance.md).
  */
-XJ_CLONES
 static void side_state(const cpu_backend *c, int64_t q0, int64_t n,
 		       float nmax, float emax, pair_cols *ps)
 {
-	metric_folded f;
-	const float *qnorm = c->qnorm + q0;
-	const double *qq = c->qq + q0, *gate = c->gate + q0, *gsq = c->gsq + q0;
+	int folded = cpu_folded(c);
+	metric_folded f = metric_folded_side(c->cfg.d, nmax, emax, c->prec);
 
-	if (!cpu_folded(c)) {
-		for (int64_t k = 0; k < n; k++) {
-			ps->err[k] = cpu_side_err(c, q0 + k, nmax, emax);
-			ps->off[k] = row_offset(c, q0 + k);
-			ps->thr[k] = row_threshold(c, q0 + k, ps->err[k]);
-		}
-		return;
-	}
-	f = metric_folded_side(c->cfg.d, nmax, emax, c->prec);
 	for (int64_t k = 0; k < n; k++) {
-		metric_err2 e = metric_folded_row(&f, qnorm[k],
-						  c->ql.err[q0 + k]);
-		double off = qq[k] - 2.0 * c->ql.dot[q0 + k];
+		int64_t q = q0 + k;
 
-		ps->err[k] = e;
-		ps->off[k] = off;
-		ps->thr[k] = float_up(gate[k] - off + err_at(e, gsq[k]));
+		ps->err[k] = folded ? metric_folded_row(&f, c->qnorm[q],
+							c->ql.err[q])
+				    : cpu_side_err(c, q, nmax, emax);
+		ps->off[k] = row_offset(c, q);
+		ps->thr[k] = row_threshold(c, q, ps->err[k]);
 	}
 }
 
