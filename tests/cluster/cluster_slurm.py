@@ -262,6 +262,13 @@ def run_batch_once(ctx, sl, nodes, job, out, what, ck):
     ok &= ck.check("running: srun" in text and "xjoin finished" in text,
                    "%s: the log shows no srun run that finished" % what)
     info = sl.job_info(jobid)
+    # sbatch --wait returns when the job's steps end; slurmctld may still
+    # hold the job in COMPLETING while the nodes' epilogs run. Wait that out
+    # (bounded), then ask for COMPLETED.
+    t_end = time.time() + 30
+    while info.get("JobState") == "COMPLETING" and time.time() < t_end:
+        time.sleep(0.5)
+        info = sl.job_info(jobid)
     ok &= ck.check(info.get("JobState") in ("COMPLETED", None) or not info,
                    "%s: JobState=%s" % (what, info.get("JobState")))
     if not ok:

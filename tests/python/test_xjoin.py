@@ -180,13 +180,20 @@ def test_errors_are_exceptions():
 def test_ctrl_c_stops_a_call():
     """SIGINT during a long call: KeyboardInterrupt within seconds, and
     the next call runs."""
-    q, b = rows(4000, 64, 15), rows(600000, 64, 16)
+    # 20,000 x 600,000 x 64 in fp32 on one thread is 1.5 TFLOP: over 7 s
+    # on any one core (a core's fp32 peak is under 200 GFLOP/s), so the
+    # signal (at 1.5 s) lands inside the call on any machine; the old
+    # 4,000 rows on both cores could end before it. An interrupted call
+    # ends within seconds.
+    q, b = rows(20000, 64, 15), rows(600000, 64, 16)
     timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
     t0 = time.time()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        xjoin.topk(q, b, k=10, precision="fp32")
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            xjoin.topk(q, b, k=10, precision="fp32", threads=1)
+    finally:
+        timer.cancel()     # never let the signal reach a later test
     assert time.time() - t0 < 30
     nbr, _ = xjoin.topk(q[:5], b[:100], k=3)
     assert nbr.shape == (5, 3)
