@@ -500,6 +500,24 @@ for p in $precisions; do
 	check "self-join demo cosine k=10 --precision $p" "self-demo-cosine-10" \
 		topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
 done
+# XJ_CUDA_SYM=2: each block against the rows after it, the tile read once
+# for both sides (kernels/cuda/once.cuh), every metric, a threshold, and
+# the 16-bit tile and bf16
+want 6 &&
+for m in $metrics; do
+	XJ_CUDA_SYM=2 check "self-join demo $m k=10 [read once]" "self-demo-$m-10" \
+		topk -q "$sf" -b "$sf" -k 10 -m "$m" -- --device gpu
+done
+if want 6; then
+	t=1
+	[ -f "$work/ref-self-demo-l2-10.h5" ] && t=$(self_threshold "$work/ref-self-demo-l2-10.h5")
+	XJ_CUDA_SYM=2 check "self-join demo l2 k=10 -t $t [read once]" "self-demo-l2-10-t" \
+		topk -q "$sf" -b "$sf" -k 10 -m l2 -t "$t" -- --device gpu
+	for p in fp16 bf16; do
+		XJ_CUDA_SYM=2 check "self-join demo cosine k=10 --precision $p [read once]" "self-demo-cosine-10" \
+			topk -q "$sf" -b "$sf" -k 10 -m cosine -- --device gpu --precision "$p"
+	done
+fi
 # --- 7. range joins: every pair within a threshold, CSR ---------------------------
 # Files cut from glove-demo: 200 queries against 19000 other rows, and
 # 3000 rows for the self-joins (whole-file top-k references of those take

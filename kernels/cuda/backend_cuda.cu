@@ -25,6 +25,7 @@
 
 extern "C" {
 #include "../metric.h"
+#include "../selfjoin.h"
 }
 
 #include "check.cuh"
@@ -180,6 +181,9 @@ static void work_free(cuda_backend *c)
 	dev_free(&c->nvalid);
 	dev_free(&c->tkey);
 	dev_free(&c->tidx);
+	dev_free(&c->once_cand);
+	dev_free(&c->once_n);
+	dev_free(&c->once_tcol);
 	dev_free(&c->stats);
 	dev_free(&c->gp[0]);
 	dev_free(&c->gp[1]);
@@ -240,6 +244,15 @@ static int work_alloc(cuda_backend *c, xj_status *st)
 	    dev_alloc(&c->tidx, mul_sat(c->prows, k), "merge scratch", st) ||
 	    dev_alloc(&c->stats, 5, "selection counts", st))
 		return st->code;
+	if (c->tune.sym == 2 && c->tune.rowsel && c->tune.whole &&
+	    (dev_alloc(&c->once_cand,
+		       mul_sat(c->tune.pass_cols, SYM_BLOCK),
+		       "column slots", st) ||
+	     dev_alloc(&c->once_n, SYM_BLOCK + c->tune.pass_cols,
+		       "kept counts", st) ||
+	     dev_alloc(&c->once_tcol, c->tune.pass_cols,
+		       "column thresholds", st)))
+		return st->code;
 	CUDA_CHECK(st, cudaMemsetAsync(c->stats, 0, 5 * sizeof(*c->stats),
 				       c->stream));
 	if (!c->tune.rowsel)
@@ -299,7 +312,7 @@ int cuda_tuning_get(cuda_tuning *t, xj_status *st)
 	    env_int("XJ_CUDA_RS_BLOCKS", 8, 4, 8, &blocks, st) ||
 	    env_int("XJ_CUDA_SEED", 1, 0, 1, &seed, st) ||
 	    env_int("XJ_CUDA_TIMING", 1, 0, 1, &timing, st) ||
-	    env_int("XJ_CUDA_SYM", 0, 0, 1, &sym, st) ||
+	    env_int("XJ_CUDA_SYM", 0, 0, 2, &sym, st) ||
 	    env_int("XJ_CUDA_TILE16", 1, 0, 1, &t16, st) ||
 	    env_int("XJ_CUDA_FMIN", 0, 0, 1, &fmin, st) ||
 	    env_int("XJ_CUDA_RS_ROWS", 1, 1, XJ_CUDA_RS_ROWS, &rsr, st))
@@ -642,6 +655,7 @@ extern "C" int backend_cuda_create(const xj_backend_cfg *cfg, int device,
 		 (long long)(c->tune.rowsel ? c->tune.pass_cols : XJ_CUDA_TB),
 		 c->tune.rowsel && c->tune.pipeline ? ", pipelined" : "",
 		 c->tune.timing ? ", timed" : "",
+		 c->tune.sym == 2 ? ", passes read once" :
 		 c->tune.sym ? ", block pairs" : "",
 		 cfg->k < 1 ? " (top-k only)" : "");
 	c->be.detail = c->detail;

@@ -100,13 +100,16 @@
  *   XJ_CUDA_SCAN=pass|sub        rowsel scans the rest of a pass in one
  *                step once a row has its gate (pass, default), or a
  *                sub-tile at a time (sub)
- *   XJ_CUDA_SYM=0|1              a self-join on one rank scores each pair
- *                of shared rows once, in 512 x 512 block pairs (1), or
- *                takes the plain passes (0, default: on an H100 the
- *                block pairs, a GEMM, a transpose and two launches each,
- *                ran 3.9x slower than the plain job at 200,000 rows); a
- *                self-join split across ranks (cfg->parts > 1) always
- *                takes the block pairs
+ *   XJ_CUDA_SYM=0|1|2            a self-join on one rank scores each pair
+ *                of shared rows once, in 512 x 512 block pairs (1), in
+ *                passes of a block's rows against the shared rows after
+ *                it whose tile is read once for both sides (2, after
+ *                every diagonal block; once.cuh; rowsel with
+ *                XJ_CUDA_SCAN=pass only), or takes the plain passes (0,
+ *                default: on an H100 the block pairs, a GEMM, a transpose
+ *                and two launches each, ran 3.9x slower than the plain
+ *                job at 200,000 rows); a self-join split across ranks
+ *                (cfg->parts > 1) always takes the block pairs
  *   XJ_CUDA_TIMING=1|0           events around every launch, summed per
  *                kernel class into be->ktime (default 1)
  *   XJ_CUDA_TILE16=1|0           an fp16 top-k's plain passes have the
@@ -330,6 +333,20 @@ typedef struct backend_cuda_host_pass {
 	int fmin;               /* XJ_CUDA_FMIN=1 */
 	int rows;               /* XJ_CUDA_RS_ROWS: 1 (or 0), 2, 4, 8 */
 } backend_cuda_host_pass;
+
+/*
+ * XJ_CUDA_SYM=2's self-join (once.cuh) on the host: p's rows q = b (nq =
+ * nb rows from global row 0, self set) cut into blocks of tq rows (tb a
+ * multiple of tq); every diagonal block as a pass of its own
+ * (backend_cuda_host_topk), then each block against the rows after it in
+ * passes of up to pass_cols columns, read once for both sides from g's
+ * upper blocks (g: nb x nb values as for backend_cuda_host_topk, the lower
+ * ones never read). The lists, gates and stats as there.
+ */
+int backend_cuda_host_selfjoin_once(const backend_cuda_host_pass *p,
+				    float *key, int64_t *idx, int64_t *count,
+				    double *gate, unsigned long long stats[5],
+				    xj_status *st);
 
 /* The 16-bit tile's scale exponent for rows whose largest |x_i| are qmax
  * and bmax (the GEMM's rows: 1 + 2^-20 for cosine's normalised ones). */

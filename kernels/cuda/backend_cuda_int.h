@@ -100,7 +100,8 @@ typedef struct cuda_tuning {
 	int fmin;               /* XJ_CUDA_FMIN: rowsel's pass-wide scan
 				 * tests a column against its sub-tile's
 				 * smallest fn2 before reading its own */
-	int sym;                /* XJ_CUDA_SYM: block pairs on one rank */
+	int sym;                /* XJ_CUDA_SYM: 1 block pairs on one rank,
+				 * 2 passes read once (once.cuh) */
 	int timing;             /* XJ_CUDA_TIMING: events around kernels */
 } cuda_tuning;
 
@@ -203,6 +204,10 @@ typedef struct cuda_backend {
 	int *nvalid;            /* TQ */
 	float *tkey;            /* TQ x k: merge scratch */
 	int64_t *tidx;
+	int *once_cand;         /* XJ_CUDA_SYM=2: pass_cols x SYM_BLOCK
+				 * column slots */
+	int *once_n;            /* SYM_BLOCK + pass_cols kept counts */
+	float *once_tcol;       /* pass_cols column thresholds */
 	unsigned long long *bad; /* [0] query rows, [1] base rows */
 
 	/* the merge of topk_end_merged: received lists and their counts */
@@ -351,6 +356,11 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
  * off ...) against chunk rows [j0, j0 + nb), and the transposed tile. */
 int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
 		   int64_t j0, int nb, int64_t off, xj_status *st);
+/* XJ_CUDA_SYM=2: the same rows against chunk rows [j0, j0 + nb), up to
+ * cuda_once_cols of them, the tile read once for both sides (once.cuh). */
+int cuda_pass_once(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
+		   int64_t j0, int nb, int64_t off, xj_status *st);
+int64_t cuda_once_cols(const cuda_backend *c);
 
 /* ---- range_cuda.cu --------------------------------------------------- */
 

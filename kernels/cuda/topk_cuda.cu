@@ -740,12 +740,49 @@ int cuda_base_done(cuda_backend *c, int slot, xj_status *st)
 	return base_consumed(c, slot, st);
 }
 
+/* XJ_CUDA_SYM=2's first walk: everything but the block pairs (the plain
+ * tiles and every diagonal block). */
+static int diag_step(void *ctx, const sym_item *it, xj_status *st)
+{
+	return it->pair ? XJ_OK : add_step(ctx, it, st);
+}
+
+/*
+ * XJ_CUDA_SYM=2 (rowsel, one rank): the plain tiles and the diagonal
+ * blocks first, so every shared row has its gate (k < SYM_BLOCK), then
+ * each block's rows against the shared rows after it in passes read once
+ * for both sides (cuda_pass_once): each pair of shared rows in one GEMM.
+ */
+static int once_walk(const sym_geom *g, add_ctx *a, xj_status *st)
+{
+	cuda_backend *c = a->c;
+	int64_t nblk = sym_block_count(g->b0, g->len), end = g->b0 + g->len;
+	int64_t w = cuda_once_cols(c);
+
+	if (sym_walk(g, diag_step, a, st) || pass_flush(c, a->b, st))
+		return st->code;
+	for (int64_t x = 0; x < nblk; x++) {
+		int64_t sx, nx;
+
+		sym_block_of(g->b0, g->len, x, &sx, &nx);
+		for (int64_t j = sx + nx; j < end; j += w) {
+			int nb = (int)MIN64(w, end - j);
+
+			a->flops += 2.0 * (double)nx * nb * (double)c->cfg.d;
+			if (cuda_pass_once(c, a->b, sx + g->off, (int)nx, j, nb,
+					   g->off, st))
+				return st->code;
+		}
+	}
+	return XJ_OK;
+}
+
 static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 {
 	int64_t nq = c->qrows, nb = b->rows;
 	add_ctx a = { c, b, 0 };
 	sym_geom g;
-	int slot = 0;
+	int slot = 0, once;
 
 	if (!c->active)
 		return xj_fail(st, XJ_EXIT_INTERNAL, "called before topk_begin");
@@ -757,12 +794,13 @@ static int topk_add_run(cuda_backend *c, const xj_rows *b, xj_status *st)
 	sym_geometry(&c->cfg, c->qx, c->qfirst, nq, b, &g);
 	if (!c->tune.sym && g.parts == 1)
 		g.len = 0;      /* the plain passes (XJ_CUDA_SYM) */
+	once = c->tune.sym == 2 && c->once_cand && g.parts == 1 && g.len > 0;
 	if (c->tune.rowsel)
 		g.step = c->prows;      /* XJ_CUDA_PASS_ROWS */
 	c->pend_nb = 0;
 	if (cuda_base_load(c, b, &slot, st) ||
 	    (c->tune.rowsel && cuda_pass_chunk(c, st)) ||
-	    sym_walk(&g, add_step, &a, st) ||
+	    (once ? once_walk(&g, &a, st) : sym_walk(&g, add_step, &a, st)) ||
 	    (c->tune.rowsel && pass_flush(c, b, st)) ||
 	    cuda_base_done(c, slot, st))
 		return st->code;

@@ -44,6 +44,7 @@ extern "C" {
 
 #include "canonical.cuh"
 #include "check.cuh"
+#include "once.cuh"
 #include "rowsel.cuh"
 
 static_assert(RS_ROWS_MAX == XJ_CUDA_RS_ROWS, "a joint block's rows");
@@ -287,6 +288,85 @@ int cuda_pass_pair(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
 	return XJ_OK;
 }
 
+/* Columns of a pass read once (XJ_CUDA_SYM=2): G and its transposed
+ * tile, SYM_BLOCK rows each way, share a pass's tile buffer. */
+int64_t cuda_once_cols(const cuda_backend *c)
+{
+	int t16 = cuda_tile_prec(c) == XJ_PREC_FP16 && c->tune.tile16;
+	int64_t fit = c->prows * c->tune.pass_cols * (int64_t)sizeof(float) /
+		      (2 * (int64_t)SYM_BLOCK *
+		       (int64_t)(t16 ? sizeof(__half) : sizeof(float)));
+
+	return MIN64(c->tune.pass_cols, fit);
+}
+
+/*
+ * A self-join's pass read once (once.cuh): query-chunk rows [i0, i0 + na)
+ * of one block (chunk rows sa = i0 - off) against chunk rows [j0, j0 +
+ * nb) of the shared rows after it: one GEMM, one scan for both sides,
+ * then each side's batches.
+ */
+int cuda_pass_once(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
+		   int64_t j0, int nb, int64_t off, xj_status *st)
+{
+	xj_precision p = cuda_tile_prec(c);
+	float alpha = xjc_is_sq(c->cfg.metric) ? -2.0f : -1.0f;
+	int t16 = p == XJ_PREC_FP16 && c->tune.tile16;
+	/* both sides are chunk rows: bmax16 bounds them */
+	int e = t16 ? tile16_exp(c->cfg.metric, c->cfg.d, c->bmax16,
+				 c->bmax16) : 0;
+	int64_t sa = i0 - off;
+	const void *xa, *xb;
+	once_args o;
+	int s, kt;
+
+	if (na > SYM_BLOCK || nb > cuda_once_cols(c) || !c->tune.whole ||
+	    !c->once_cand)
+		return xj_fail(st, XJ_EXIT_INTERNAL,
+			       "a pass read once of %d x %d (at most %d x %lld)",
+			       na, nb, SYM_BLOCK,
+			       (long long)cuda_once_cols(c));
+	gemm_operands(c, p, sa, j0, 1, &xa, &xb);
+	if (slot_take(c, &s, st) ||
+	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
+	    (t16 ? cuda_gemm_run16(gemm_blas(c), nb, na, c->cfg.d,
+				   ldexpf(alpha, e), xb, xa, c->gp[s], st) :
+		   cuda_gemm_run(gemm_blas(c), p, nb, na, c->cfg.d, alpha, xb,
+				 xa, c->gp[s], st)) ||
+	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st))
+		return st->code;
+	o.ra = pass_args(c, b, c->gp[s], nb, i0, j0, nb, p);
+	o.ca = pass_args(c, b, c->gp[s] + (int64_t)na * nb, na, j0 + off, sa,
+			 na, p);
+	if (t16) {
+		const __half *gh = (const __half *)c->gp[s];
+
+		o.ra.g = o.ca.g = NULL;
+		o.ra.gh = gh;
+		o.ca.gh = gh + (int64_t)na * nb;
+		o.ra.gunit = o.ca.gunit = ldexpf(1.0f, -e);
+	}
+	o.ca.cand = c->once_cand;
+	o.ca.cap = SYM_BLOCK;
+	o.na = na;
+	o.nb = nb;
+	o.rn = c->once_n;
+	o.cn = c->once_n + SYM_BLOCK;
+	o.tcol = c->once_tcol;
+	o.xbmax = c->submax + sa / XJ_CUDA_TB;
+	CUDA_CHECK(st, cudaMemsetAsync(c->once_n, 0,
+				       (size_t)(SYM_BLOCK + nb) * sizeof(int),
+				       c->stream));
+	if (cuda_kt_start(c, KT_SCAN, c->stream, &kt, st) ||
+	    once_scan(o, c->prows, c->stream, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st) ||
+	    cuda_kt_start(c, KT_ROWSEL, c->stream, &kt, st) ||
+	    once_lists(o, c->prows, c->stream, st) ||
+	    cuda_kt_stop(c, kt, c->stream, st) || slot_done(c, s, st))
+		return st->code;
+	return XJ_OK;
+}
+
 /* ---- the pass on the host (tests) --------------------------------------- */
 
 extern "C" void backend_cuda_host_topk_init(xj_metric m, int has_threshold,
@@ -444,6 +524,182 @@ done:
 	free(cand);
 	free(tkey);
 	free(tidx);
+	free(gh);
+	return rc;
+}
+
+/* The shared rows' norms and sub-tile maxima, as base_prepare makes them. */
+struct host_rows {
+	double *n2;
+	float *fn2, *fnorm, *submax;
+};
+
+static void host_rows_free(host_rows *h)
+{
+	free(h->n2);
+	free(h->fn2);
+	free(h->fnorm);
+	free(h->submax);
+}
+
+static int host_rows_make(host_rows *h, const float *x, int64_t n, int64_t d,
+			  int64_t tb)
+{
+	h->n2 = (double *)malloc(sizeof(double) * (size_t)(n + 1));
+	h->fn2 = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+	h->fnorm = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+	h->submax = (float *)calloc((size_t)(n / tb + 1), sizeof(float));
+	if (!h->n2 || !h->fn2 || !h->fnorm || !h->submax)
+		return -1;
+	host_norms(x, n, d, h->n2, h->fn2, h->fnorm);
+	for (int64_t j = 0; j < n; j++)
+		h->submax[j / tb] = fmaxf(h->submax[j / tb], h->fnorm[j]);
+	return 0;
+}
+
+/* Block [x0, x0 + nx) against its own rows: backend_cuda_host_topk on a
+ * copy of g's diagonal block. */
+static int host_diag(const backend_cuda_host_pass *p, int64_t x0, int64_t nx,
+		     float *key, int64_t *idx, int64_t *count, double *gate,
+		     unsigned long long stats[5], xj_status *st)
+{
+	backend_cuda_host_pass dp = *p;
+	float *gd = (float *)malloc(sizeof(float) * (size_t)(nx * nx));
+	int rc;
+
+	if (!gd)
+		return xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
+	for (int64_t i = 0; i < nx; i++)
+		memcpy(gd + i * nx, p->g + (x0 + i) * p->nb + x0,
+		       sizeof(float) * (size_t)nx);
+	dp.q = dp.b = p->q + x0 * p->d;
+	dp.nq = dp.nb = nx;
+	dp.qfirst = dp.bfirst = x0;
+	dp.g = gd;
+	dp.tq = nx;
+	rc = backend_cuda_host_topk(&dp, key + x0 * p->k, idx + x0 * p->k,
+				    count + x0, gate + x0, stats, st);
+	free(gd);
+	return rc;
+}
+
+extern "C" int backend_cuda_host_selfjoin_once(const backend_cuda_host_pass *p,
+					       float *key, int64_t *idx,
+					       int64_t *count, double *gate,
+					       unsigned long long stats[5],
+					       xj_status *st)
+{
+	int64_t n = p->nb, d = p->d, k = p->k, bs = p->tq, w = p->pass_cols;
+	int64_t rows = bs > w ? bs : w;
+	host_rows h = { NULL, NULL, NULL, NULL };
+	int *rcand = (int *)malloc(sizeof(int) * (size_t)(bs * w));
+	int *ccand = (int *)malloc(sizeof(int) * (size_t)(w * bs));
+	int *cnt = (int *)malloc(sizeof(int) * (size_t)(bs + w));
+	float *tcol = (float *)malloc(sizeof(float) * (size_t)w);
+	float *tkey = (float *)malloc(sizeof(float) * (size_t)(rows * k));
+	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
+					  (size_t)(rows * k));
+	float *gt = (float *)malloc(sizeof(float) * (size_t)(w * bs));
+	__half *gh = p->tile16 ? (__half *)malloc(sizeof(__half) *
+						   (size_t)(n * n + 1)) :
+				 NULL;
+	int rc = XJ_OK;
+
+	if (!p->self || p->q != p->b || p->nq != n || p->qfirst != 0 ||
+	    p->bfirst != 0 || bs < 1 || p->tb % bs || w < 1 ||
+	    (p->tile16 && p->p != XJ_PREC_FP16)) {
+		rc = xj_fail(st, XJ_EXIT_INTERNAL, "host once: not a self-join");
+		goto done;
+	}
+	if (!rcand || !ccand || !cnt || !tcol || !tkey || !tidx || !gt ||
+	    (p->tile16 && !gh) || host_rows_make(&h, p->b, n, d, p->tb)) {
+		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host once: out of memory");
+		goto done;
+	}
+	for (int64_t e = 0; p->tile16 && e < n * n; e++)
+		gh[e] = __float2half_rn(p->g[e]);
+	for (int64_t x0 = 0; x0 < n && !rc; x0 += bs)
+		rc = host_diag(p, x0, MIN64(bs, n - x0), key, idx, count, gate,
+			       stats, st);
+	for (int64_t x0 = 0; x0 < n && !rc; x0 += bs) {
+		int64_t nx = MIN64(bs, n - x0);
+
+		for (int64_t j0 = x0 + nx; j0 < n && !rc; j0 += w) {
+			int64_t nb = MIN64(w, n - j0);
+			once_args o;
+
+			memset(&o, 0, sizeof(o));
+			/* poison what the pass must write before it reads */
+			memset(rcand, 0xa5, sizeof(int) * (size_t)(bs * w));
+			memset(ccand, 0xa5, sizeof(int) * (size_t)(w * bs));
+			memset(cnt, 0, sizeof(int) * (size_t)(bs + w));
+			memset(tcol, 0xa5, sizeof(float) * (size_t)w);
+			memset(tkey, 0xa5, sizeof(float) * (size_t)(rows * k));
+			memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(rows * k));
+			memset(gt, 0xa5, sizeof(float) * (size_t)(w * bs));
+			for (int side = 0; side < 2; side++) {
+				rowsel_args *a = side ? &o.ca : &o.ra;
+				int64_t q0 = side ? j0 : x0, b0 = side ? x0 : j0;
+
+				a->ldg = side ? nx : n;
+				if (gh)
+					a->gh = side ? (const __half *)gt :
+						       gh + x0 * n + j0;
+				else
+					a->g = side ? gt : p->g + x0 * n + j0;
+				a->gunit = gh ? ldexpf(1.0f, -p->e16) : 0.0f;
+				a->ncols = (int)(side ? nx : nb);
+				a->j0 = b0;
+				a->tb = p->tb;
+				a->fn2 = xjc_is_sq(p->metric) ? h.fn2 : NULL;
+				a->submax = h.submax;
+				a->m = (int)p->metric;
+				a->d = d;
+				a->prec = (int)p->p;
+				a->qx = p->q + q0 * d;
+				a->qq = h.n2 + q0;
+				a->qnorm = h.fnorm + q0;
+				a->gate = gate + q0;
+				a->bx = p->b;
+				a->bb = h.n2;
+				a->self = 1;
+				a->qfirst = q0;
+				a->has_thr = p->has_threshold;
+				a->thr_key = p->threshold_key;
+				a->gate0 = p->has_threshold ?
+					   xjc_gate_approx((int)p->metric,
+							   p->threshold_key) :
+					   INFINITY;
+				a->k = k;
+				a->ekey = key + q0 * k;
+				a->eidx = idx + q0 * k;
+				a->ecount = count + q0;
+				a->tkey = tkey;
+				a->tidx = tidx;
+				a->cand = side ? ccand : rcand;
+				a->cap = side ? bs : w;
+				a->whole = 1;
+				a->rows = 1;
+				a->stats = stats;
+			}
+			o.na = (int)nx;
+			o.nb = (int)nb;
+			o.rn = cnt;
+			o.cn = cnt + bs;
+			o.tcol = tcol;
+			o.xbmax = h.submax + x0 / p->tb;
+			rc = once_pass_host(o, st);
+		}
+	}
+done:
+	host_rows_free(&h);
+	free(rcand);
+	free(ccand);
+	free(cnt);
+	free(tcol);
+	free(tkey);
+	free(tidx);
+	free(gt);
 	free(gh);
 	return rc;
 }

@@ -221,6 +221,11 @@ run self-join plain-self -- topk -q "$sdata:/train" -b "$sdata:/train" \
 	-k 10 -m l2 --device $dev
 [ $passes = 0 ] && run self-pairs plain-self XJ_CUDA_SYM=1 -- topk -q "$sdata:/train" \
 	-b "$sdata:/train" -k 10 -m l2 --device $dev
+# each pair in one GEMM, the tile read once for both sides (once.cuh)
+run self-once plain-self XJ_CUDA_SYM=2 -- topk -q "$sdata:/train" \
+	-b "$sdata:/train" -k 10 -m l2 --device $dev
+run self-once-fp32 plain-self XJ_CUDA_SYM=2 -- topk -q "$sdata:/train" \
+	-b "$sdata:/train" -k 10 -m l2 --device $dev --precision fp32
 
 # range joins at about 10 and 1,000 pairs per query, GPU against CPU
 rq=$(( queries / 5 ))

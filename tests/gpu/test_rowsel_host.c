@@ -15,8 +15,9 @@
  * Scratch and the lists' unused entries are poisoned.
  *
  * Also: the seeded gate bounds the k-th best key's approx value on every
- * row (the property its exactness needs), and seeding cuts the rescored
- * candidates of a first sub-tile to about k.
+ * row (the property its exactness needs), seeding cuts the rescored
+ * candidates of a first sub-tile to about k, and a self-join read once
+ * for both sides (XJ_CUDA_SYM=2, once.cuh) gives every row's list.
  */
 #include <CUnit/Basic.h>
 #include <float.h>
@@ -185,6 +186,69 @@ static float case_threshold(const tcase *tc, const rows *Q, const rows *B,
 	return t;
 }
 
+/* Every row's list against the reference: the rows that differ (the
+ * first three printed); *short_rows gets those with fewer than k. */
+static int64_t check_lists(const tcase *tc, const rows *Q, const rows *B,
+			   float thr, const float *key, const int64_t *idx,
+			   const int64_t *count, int64_t *short_rows)
+{
+	int64_t k = tc->k, bad = 0;
+	kv *all = malloc(sizeof(kv) * (size_t)(B->n + 1));
+	kv *want = malloc(sizeof(kv) * (size_t)(k + 1));
+
+	CU_ASSERT_FATAL(all && want);
+	*short_rows = 0;
+	for (int64_t i = 0; i < Q->n; i++) {
+		int64_t n = ref_row(tc, Q, B, i, thr, all, want);
+		int ok = count[i] == n;
+
+		for (int64_t e = 0; ok && e < k; e++) {
+			float wk = e < n ? want[e].key : INFINITY;
+			int64_t wi = e < n ? want[e].idx : -1;
+
+			ok = same_f32(key[i * k + e], wk) && idx[i * k + e] == wi;
+		}
+		*short_rows += n < k;
+		if (!ok && bad++ < 3) {
+			printf("\n  %s row %lld: %lld entries, want %lld;",
+			       tc->name, (long long)i, (long long)count[i],
+			       (long long)n);
+			for (int64_t e = 0; e < k && e < 4; e++)
+				printf(" (%lld %a | %lld %a)",
+				       (long long)idx[i * k + e],
+				       key[i * k + e],
+				       (long long)(e < n ? want[e].idx : -1),
+				       e < n ? want[e].key : INFINITY);
+		}
+	}
+	free(all);
+	free(want);
+	return bad;
+}
+
+/* The case's query and base rows (self: the queries are the base's
+ * first nq rows); 1 when its GloVe rows are not there (skipped). */
+static int case_rows(const tcase *tc, const float *centres, float **qx,
+		     float **bx)
+{
+	int64_t d = tc->d, nq = tc->nq, nb = tc->nb;
+
+	if (tc->data == D_GLOVE) {
+		if (glove_rows(qx, nq, bx, nb, &d) || d != tc->d) {
+			printf("\n  %s: no GloVe rows, skipped ", tc->name);
+			return 1;
+		}
+	} else {
+		*bx = make_rows(tc->data, nb, d, centres);
+		*qx = tc->self ? malloc(sizeof(float) * (size_t)(nq * d)) :
+				 make_rows(tc->data, nq, d, centres);
+		CU_ASSERT_FATAL(*bx && *qx);
+	}
+	if (tc->self)
+		memcpy(*qx, *bx, sizeof(float) * (size_t)(nq * d));
+	return 0;
+}
+
 static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 {
 	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
@@ -194,37 +258,21 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	double *gate;
 	unsigned long long stats[5] = { 0, 0, 0, 0, 0 };
 	rows Q, B;
-	kv *all, *want;
+	kv *all;
 	xj_status st;
 
-	if (tc->data == D_GLOVE) {
-		float *gq;
-
-		if (glove_rows(&gq, nq, &bx, nb, &d) || d != tc->d) {
-			printf("\n  %s: no GloVe rows, skipped ", tc->name);
-			free(centres);
-			return;
-		}
-		qx = gq;
-		if (tc->self)
-			memcpy(qx, bx, sizeof(float) * (size_t)(nq * d));
-	} else {
-		bx = make_rows(tc->data, nb, d, centres);
-		qx = tc->self ? malloc(sizeof(float) * (size_t)(nq * d)) :
-				make_rows(tc->data, nq, d, centres);
-		CU_ASSERT_FATAL(bx && qx);
-		if (tc->self)
-			memcpy(qx, bx, sizeof(float) * (size_t)(nq * d));
+	if (case_rows(tc, centres, &qx, &bx)) {
+		free(centres);
+		return;
 	}
 	CU_ASSERT_FATAL(rows_make(&Q, qx, nq, d) == 0);
 	CU_ASSERT_FATAL(rows_make(&B, bx, nb, d) == 0);
 	all = malloc(sizeof(kv) * (size_t)(nb + 1));
-	want = malloc(sizeof(kv) * (size_t)(k + 1));
 	key = malloc(sizeof(float) * (size_t)(nq * k));
 	idx = malloc(sizeof(int64_t) * (size_t)(nq * k));
 	count = malloc(sizeof(int64_t) * (size_t)nq);
 	gate = malloc(sizeof(double) * (size_t)nq);
-	CU_ASSERT_FATAL(all && want && key && idx && count && gate);
+	CU_ASSERT_FATAL(all && key && idx && count && gate);
 	if (tc->thr != T_NONE)
 		thr = case_threshold(tc, &Q, &B, all);
 	backend_cuda_host_topk_init(tc->m, tc->thr != T_NONE, thr, nq, k, key,
@@ -273,29 +321,7 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 		free(g);
 	}
 
-	for (int64_t i = 0; i < nq; i++) {
-		int64_t n = ref_row(tc, &Q, &B, i, thr, all, want);
-		int ok = count[i] == n;
-
-		for (int64_t e = 0; ok && e < k; e++) {
-			float wk = e < n ? want[e].key : INFINITY;
-			int64_t wi = e < n ? want[e].idx : -1;
-
-			ok = same_f32(key[i * k + e], wk) && idx[i * k + e] == wi;
-		}
-		short_rows += n < k;
-		if (!ok && bad++ < 3) {
-			printf("\n  %s row %lld: %lld entries, want %lld;",
-			       tc->name, (long long)i, (long long)count[i],
-			       (long long)n);
-			for (int64_t e = 0; e < k && e < 4; e++)
-				printf(" (%lld %a | %lld %a)",
-				       (long long)idx[i * k + e],
-				       key[i * k + e],
-				       (long long)(e < n ? want[e].idx : -1),
-				       e < n ? want[e].key : INFINITY);
-		}
-	}
+	bad = check_lists(tc, &Q, &B, thr, key, idx, count, &short_rows);
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
@@ -321,7 +347,6 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	rows_free(&B);
 	free(centres);
 	free(all);
-	free(want);
 	free(key);
 	free(idx);
 	free(count);
@@ -542,11 +567,155 @@ static void test_rs_rows_setting(void)
 	unsetenv("XJ_CUDA_RS_ROWS");
 }
 
+static void test_sym_setting(void)
+{
+	static const char *good[] = { "0", "1", "2", "" };
+	static const char *bad[] = { "3", "-1", "once" };
+	xj_status st;
+
+	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
+		setenv("XJ_CUDA_SYM", good[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
+	}
+	for (size_t i = 0; i < UNIT_COUNT(bad); i++) {
+		setenv("XJ_CUDA_SYM", bad[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
+		CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
+		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_SYM"));
+	}
+	unsetenv("XJ_CUDA_SYM");
+}
+
+/* ---- a self-join read once (XJ_CUDA_SYM=2) --------------------------- */
+
+/*
+ * The diagonal blocks, then each block against the rows after it, the
+ * tile read once for both sides (once.cuh), bit for bit against the
+ * reference on every row. A pass only runs forward, so the last block's
+ * rows meet every earlier row through the column side alone: a column
+ * side that lost or misplaced a pair fails here. tq is the block, pass
+ * the columns of a pass (neither on a block's nor a sub-tile's edge in
+ * some cases); k above the block leaves rows without a gate, which keep
+ * every column.
+ */
+static void run_once_case(const tcase *tc)
+{
+	int64_t n = tc->nb, d = tc->d, k = tc->k, short_rows = 0, bad;
+	float *centres = gauss_rows(7, d, 0, 1), *qx = NULL, *bx = NULL;
+	float *g, *key, thr = 0;
+	int64_t *idx, *count;
+	double *gate;
+	unsigned long long stats[5] = { 0, 0, 0, 0, 0 };
+	backend_cuda_host_pass p;
+	rows X;
+	kv *all;
+	xj_status st;
+	int e16;
+
+	CU_ASSERT_FATAL(tc->self && tc->nq == n);
+	if (case_rows(tc, centres, &qx, &bx)) {
+		free(centres);
+		return;
+	}
+	free(qx);
+	CU_ASSERT_FATAL(rows_make(&X, bx, n, d) == 0);
+	all = malloc(sizeof(kv) * (size_t)(n + 1));
+	key = malloc(sizeof(float) * (size_t)(n * k));
+	idx = malloc(sizeof(int64_t) * (size_t)(n * k));
+	count = malloc(sizeof(int64_t) * (size_t)n);
+	gate = malloc(sizeof(double) * (size_t)n);
+	CU_ASSERT_FATAL(all && key && idx && count && gate);
+	if (tc->thr != T_NONE)
+		thr = case_threshold(tc, &X, &X, all);
+	backend_cuda_host_topk_init(tc->m, tc->thr != T_NONE, thr, n, k, key,
+				    idx, count, gate);
+	g = tile_values(tc, &X, &X, &e16);
+	CU_ASSERT_FATAL(g != NULL);
+	memset(&p, 0, sizeof(p));
+	p.metric = tc->m;
+	p.d = d;
+	p.k = k;
+	p.p = tc->p;
+	p.q = p.b = X.x;
+	p.nq = p.nb = n;
+	p.g = g;
+	p.self = 1;
+	p.has_threshold = tc->thr != T_NONE;
+	p.threshold_key = thr;
+	p.tq = tc->tq;
+	p.tb = tc->tb;
+	p.pass_cols = tc->pass;
+	p.seed = tc->seed;
+	p.whole = 1;
+	p.rows = 1;
+	p.tile16 = tc->t16 != 0;
+	p.e16 = e16;
+	xj_ok(&st);
+	CU_ASSERT_EQUAL_FATAL(backend_cuda_host_selfjoin_once(&p, key, idx,
+							      count, gate,
+							      stats, &st),
+			      XJ_OK);
+	bad = check_lists(tc, &X, &X, thr, key, idx, count, &short_rows);
+	CU_ASSERT_EQUAL(bad, 0);
+	CU_ASSERT(stats[0] > 0);
+	if (tc->thr == T_TIGHT)
+		CU_ASSERT(short_rows > 0);
+	printf("\n  %-30s once %6.1f rescored/row (a plain join: %lld "
+	       "columns/row), %llu undecided ",
+	       tc->name, (double)stats[0] / (double)n, (long long)(n - 1),
+	       stats[1]);
+	free(g);
+	rows_free(&X);
+	free(centres);
+	free(all);
+	free(key);
+	free(idx);
+	free(count);
+	free(gate);
+}
+
+static const tcase once_cases[] = {
+	/* name                     m    d    nq    nb    k  self thr      data       p     acc          ch tq  tb   pass seed t16 */
+	{ "l2 once",                L2,  32, 1200, 1200, 10, 1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 256, 300, 1, 0 },
+	{ "sqeuclidean once k=1",   SQ,  17, 900,  900,  1,  1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 512, 1, 0 },
+	{ "ip once k=50",           IP,  24, 1000, 1000, 50, 1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 256, 700, 1, 0 },
+	{ "cosine once clustered",  COS, 12, 1000, 1000, 16, 1, T_NONE,  D_CLUSTER, F32,  ACC_NEAREST, 1, 64, 512, 448, 1, 0 },
+	{ "l2 once k > block",      L2,  16, 700,  700,  100, 1, T_NONE, D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 256, 256, 1, 0 },
+	{ "l2 once dups",           L2,  12, 1000, 1000, 20, 1, T_NONE,  D_CLUSTER, F32,  ACC_NEAREST, 1, 50, 300, 333, 1, 0 },
+	{ "sqeuclidean once offset", SQ, 32, 800,  800,  10, 1, T_NONE,  D_OFFSET,  F32,  ACC_NEAREST, 1, 64, 512, 512, 1, 0 },
+	{ "cosine once tight thr",  COS, 32, 900,  900,  12, 1, T_TIGHT, D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 400, 1, 0 },
+	{ "ip once loose thr",      IP,  32, 900,  900,  10, 1, T_LOOSE, D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 256, 512, 1, 0 },
+	{ "l2 once bf16 zero",      L2,  32, 1000, 1000, 10, 1, T_NONE,  D_GAUSS,   BF16, ACC_ZERO,    1, 64, 512, 512, 1, 0 },
+	{ "cosine once bf16 blocks", COS, 48, 900, 900,  10, 1, T_NONE,  D_GAUSS,   BF16, ACC_BLOCKS,  1, 64, 512, 512, 1, 0 },
+	{ "ip once tf32 zero",      IP,  32, 900,  900,  30, 1, T_NONE,  D_GAUSS,   TF32, ACC_ZERO,    1, 64, 512, 512, 1, 0 },
+	{ "l2 once tile16",         L2,  32, 1200, 1200, 10, 1, T_NONE,  D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 256, 300, 1, 1 + O_NEAREST },
+	{ "ip once tile16 zero",    IP,  24, 1000, 1000, 50, 1, T_NONE,  D_GAUSS,   FP16, ACC_ZERO,    1, 64, 512, 512, 1, 1 + O_ZERO },
+	{ "cosine once tile16 flush", COS, 40, 900, 900, 10, 1, T_NONE,  D_GAUSS,   FP16, ACC_BLOCKS,  1, 64, 512, 512, 1, 1 + O_FLUSH },
+	{ "sqeuclidean offset once tile16", SQ, 32, 800, 800, 10, 1, T_NONE, D_OFFSET, FP16, ACC_NEAREST, 1, 64, 512, 512, 1, 1 + O_NEAREST },
+	{ "l2 dups once tile16",    L2,  12, 1000, 1000, 20, 1, T_NONE,  D_CLUSTER, FP16, ACC_ZERO,    1, 50, 300, 333, 1, 1 + O_ZERO },
+	{ "l2 tight thr once tile16", L2, 32, 900, 900,  10, 1, T_TIGHT, D_GAUSS,   FP16, ACC_NEAREST, 1, 64, 512, 512, 1, 1 + O_FLUSH },
+	{ "l2 glove once",          L2,  100, 1500, 1500, 10, 1, T_NONE, D_GLOVE,   F32,  ACC_NEAREST, 1, 64, 512, 1024, 1, 0 },
+	/* passes wider than a scan block's ONCE_COLS columns */
+	{ "l2 once wide passes",    L2,  24, 2600, 2600, 10, 1, T_NONE,  D_GAUSS,   F32,  ACC_NEAREST, 1, 64, 512, 2400, 1, 0 },
+	{ "cosine once wide tile16", COS, 24, 2600, 2600, 10, 1, T_NONE, D_GAUSS,   FP16, ACC_BLOCKS,  1, 64, 512, 2400, 1, 1 + O_FLUSH },
+	{ "l2 glove once tile16",   L2,  100, 1500, 1500, 10, 1, T_NONE, D_GLOVE,   FP16, ACC_BLOCKS,  1, 64, 512, 1024, 1, 1 + O_NEAREST },
+};
+
+static void test_once_cases(void)
+{
+	for (size_t i = 0; i < UNIT_COUNT(once_cases); i++)
+		run_once_case(&once_cases[i]);
+}
+
 static const unit_test tests[] = {
 	{ "XJ_CUDA_RS_ROWS: 1, 2, 4 or 8", test_rs_rows_setting },
+	{ "XJ_CUDA_SYM: 0, 1 or 2", test_sym_setting },
 	{ "seeded gate bounds the k-th key", test_seed_gate_bound },
 	{ "seeding rescores about k a row", test_seed_saves },
 	{ "passes against the canonical top-k", test_cases },
+	{ "a self-join read once (XJ_CUDA_SYM=2)", test_once_cases },
 };
 
 int main(void)
