@@ -100,10 +100,7 @@ XJC_HD void once_rows(BLK &blk, once_shared &so, const once_args &o, int r0,
 		for (int e = t; e < nr * nsub; e += BLK::NT) {
 			int i = e / nsub, s = e % nsub;
 
-			so.tsub[i][s] = xjc_scan_threshold(
-				ra.m, ra.d, ra.gate[r0 + i], ra.qq[r0 + i],
-				ra.qnorm[r0 + i], ra.submax[jt + s], ra.prec,
-				ra.gunit);
+			so.tsub[i][s] = rs_row_thr(ra, r0 + i, jt + s);
 		}
 		if (t < nr)
 			so.fa[t] = ca.fn2 ? ca.fn2[ca.j0 + r0 + t] : 0.0f;

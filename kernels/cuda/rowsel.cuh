@@ -310,6 +310,14 @@ XJC_HD void rs_value4(const rowsel_args &a, const T *grow, int c, float v[4])
 		rs_fn2_add4(a, c, v, v);
 }
 
+/* Row r's scan threshold for its gate (as a.gate holds it) against
+ * sub-tile js of the chunk. */
+XJC_HD float rs_row_thr(const rowsel_args &a, int r, int64_t js)
+{
+	return xjc_scan_threshold(a.m, a.d, a.gate[r], a.qq[r], a.qnorm[r],
+				  a.submax[js], a.prec, a.gunit);
+}
+
 /* p on a multiple of n bytes (n a power of two) */
 XJC_HD bool rs_aligned(const void *p, uintptr_t n)
 {
@@ -847,10 +855,7 @@ XJC_HD void rs_scan_rows(BLK &blk, rs_joint<R> &sj, const rowsel_args &a,
 		for (int e = t; e < nr * nsub; e += BLK::NT) {
 			int i = e / nsub, s = e % nsub;
 
-			sj.tsub[i][s] = xjc_scan_threshold(
-				a.m, a.d, a.gate[r0 + i], a.qq[r0 + i],
-				a.qnorm[r0 + i], a.submax[jt + s], a.prec,
-				a.gunit);
+			sj.tsub[i][s] = rs_row_thr(a, r0 + i, jt + s);
 		}
 		if (t < nr)
 			sj.n[t] = 0;

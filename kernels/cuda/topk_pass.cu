@@ -208,6 +208,29 @@ static int sel_run(cuda_backend *c, const rowsel_args &a, int tq,
 	return XJ_OK;
 }
 
+/* A pass's GEMM on the GEMM stream into the next tile buffer (its slot
+ * in *slot): tq x nb values alpha qa ba^T, row-major, as floats or (t16)
+ * as the 16-bit tile of scale 2^e; the selection's stream then waits for
+ * it. */
+static int pass_gemm(cuda_backend *c, xj_precision p, int t16, int e,
+		     float alpha, int tq, int nb, const void *qa,
+		     const void *ba, int *slot, xj_status *st)
+{
+	int kt;
+
+	if (slot_take(c, slot, st) ||
+	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
+	    (t16 ? cuda_gemm_run16(gemm_blas(c), nb, tq, c->cfg.d,
+				   ldexpf(alpha, e), ba, qa, c->gp[*slot],
+				   st) :
+		   cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba,
+				 qa, c->gp[*slot], st)) ||
+	    cuda_kt_stop(c, kt, gemm_stream(c), st) ||
+	    slot_ready(c, *slot, st))
+		return st->code;
+	return XJ_OK;
+}
+
 int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 		    int64_t j0, int nb, xj_status *st)
 {
@@ -218,7 +241,7 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 				 c->bmax16) : 0;
 	const void *qa, *ba;
 	rowsel_args a;
-	int s, kt;
+	int s;
 
 	if (nb > c->tune.pass_cols || tq > c->prows)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
@@ -226,13 +249,7 @@ int cuda_pass_plain(cuda_backend *c, const xj_rows *b, int64_t i0, int tq,
 			       nb, (long long)c->prows,
 			       (long long)c->tune.pass_cols);
 	gemm_operands(c, p, i0, j0, 0, &qa, &ba);
-	if (slot_take(c, &s, st) ||
-	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
-	    (t16 ? cuda_gemm_run16(gemm_blas(c), nb, tq, c->cfg.d,
-				   ldexpf(alpha, e), ba, qa, c->gp[s], st) :
-		   cuda_gemm_run(gemm_blas(c), p, nb, tq, c->cfg.d, alpha, ba,
-				 qa, c->gp[s], st)) ||
-	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st))
+	if (pass_gemm(c, p, t16, e, alpha, tq, nb, qa, ba, &s, st))
 		return st->code;
 	a = pass_args(c, b, c->gp[s], nb, i0, j0, nb, p);
 	if (t16) {
@@ -327,13 +344,7 @@ int cuda_pass_once(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
 			       na, nb, SYM_BLOCK,
 			       (long long)cuda_once_cols(c));
 	gemm_operands(c, p, sa, j0, 1, &xa, &xb);
-	if (slot_take(c, &s, st) ||
-	    cuda_kt_start(c, KT_GEMM, gemm_stream(c), &kt, st) ||
-	    (t16 ? cuda_gemm_run16(gemm_blas(c), nb, na, c->cfg.d,
-				   ldexpf(alpha, e), xb, xa, c->gp[s], st) :
-		   cuda_gemm_run(gemm_blas(c), p, nb, na, c->cfg.d, alpha, xb,
-				 xa, c->gp[s], st)) ||
-	    cuda_kt_stop(c, kt, gemm_stream(c), st) || slot_ready(c, s, st))
+	if (pass_gemm(c, p, t16, e, alpha, na, nb, xa, xb, &s, st))
 		return st->code;
 	o.ra = pass_args(c, b, c->gp[s], nb, i0, j0, nb, p);
 	o.ca = pass_args(c, b, c->gp[s] + (int64_t)na * nb, na, j0 + off, sa,
@@ -616,8 +627,14 @@ extern "C" int backend_cuda_host_selfjoin_once(const backend_cuda_host_pass *p,
 		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host once: out of memory");
 		goto done;
 	}
-	for (int64_t e = 0; p->tile16 && e < n * n; e++)
+	for (int64_t e = 0; p->tile16 && e < n * n; e++) {
 		gh[e] = __float2half_rn(p->g[e]);
+		if (!(__half2float(gh[e]) == p->g[e])) {
+			rc = xj_fail(st, XJ_EXIT_INTERNAL,
+				     "host once: %a is no fp16 value", p->g[e]);
+			goto done;
+		}
+	}
 	for (int64_t x0 = 0; x0 < n && !rc; x0 += bs)
 		rc = host_diag(p, x0, MIN64(bs, n - x0), key, idx, count, gate,
 			       stats, st);

@@ -249,15 +249,61 @@ static int case_rows(const tcase *tc, const float *centres, float **qx,
 	return 0;
 }
 
+/* The k-lists and gates of n query rows, as topk_begin starts them. */
+typedef struct lists {
+	float *key;
+	int64_t *idx, *count;
+	double *gate;
+} lists;
+
+static void lists_make(lists *l, const tcase *tc, int64_t n, float thr)
+{
+	l->key = malloc(sizeof(float) * (size_t)(n * tc->k));
+	l->idx = malloc(sizeof(int64_t) * (size_t)(n * tc->k));
+	l->count = malloc(sizeof(int64_t) * (size_t)n);
+	l->gate = malloc(sizeof(double) * (size_t)n);
+	CU_ASSERT_FATAL(l->key && l->idx && l->count && l->gate);
+	backend_cuda_host_topk_init(tc->m, tc->thr != T_NONE, thr, n, tc->k,
+				    l->key, l->idx, l->count, l->gate);
+}
+
+static void lists_free(lists *l)
+{
+	free(l->key);
+	free(l->idx);
+	free(l->count);
+	free(l->gate);
+}
+
+/* The host pass's settings that come from the case. */
+static void case_pass(backend_cuda_host_pass *p, const tcase *tc, float thr,
+		      int e16)
+{
+	memset(p, 0, sizeof(*p));
+	p->metric = tc->m;
+	p->d = tc->d;
+	p->k = tc->k;
+	p->p = tc->p;
+	p->self = tc->self;
+	p->has_threshold = tc->thr != T_NONE;
+	p->threshold_key = thr;
+	p->tq = tc->tq;
+	p->tb = tc->tb;
+	p->pass_cols = tc->pass;
+	p->seed = tc->seed;
+	p->tile16 = tc->t16 != 0;
+	p->e16 = e16;
+}
+
 static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 {
-	int64_t d = tc->d, nq = tc->nq, nb = tc->nb, k = tc->k;
+	int64_t d = tc->d, nq = tc->nq, nb = tc->nb;
 	float *centres = gauss_rows(7, d, 0, 1);
-	float *bx = NULL, *qx = NULL, *g = NULL, *key, thr = 0;
-	int64_t *idx, *count, bad = 0, short_rows = 0;
-	double *gate;
+	float *bx = NULL, *qx = NULL, *g = NULL, thr = 0;
+	int64_t bad = 0, short_rows = 0;
 	unsigned long long stats[5] = { 0, 0, 0, 0, 0 };
 	rows Q, B;
+	lists l;
 	kv *all;
 	xj_status st;
 
@@ -268,15 +314,10 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	CU_ASSERT_FATAL(rows_make(&Q, qx, nq, d) == 0);
 	CU_ASSERT_FATAL(rows_make(&B, bx, nb, d) == 0);
 	all = malloc(sizeof(kv) * (size_t)(nb + 1));
-	key = malloc(sizeof(float) * (size_t)(nq * k));
-	idx = malloc(sizeof(int64_t) * (size_t)(nq * k));
-	count = malloc(sizeof(int64_t) * (size_t)nq);
-	gate = malloc(sizeof(double) * (size_t)nq);
-	CU_ASSERT_FATAL(all && key && idx && count && gate);
+	CU_ASSERT_FATAL(all != NULL);
 	if (tc->thr != T_NONE)
 		thr = case_threshold(tc, &Q, &B, all);
-	backend_cuda_host_topk_init(tc->m, tc->thr != T_NONE, thr, nq, k, key,
-				    idx, count, gate);
+	lists_make(&l, tc, nq, thr);
 
 	/* the base in chunks, each with its own tile values */
 	for (int c = 0; c < tc->chunks; c++) {
@@ -290,11 +331,7 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 		Bc.hat = B.hat + b0 * d;
 		g = tile_values(tc, &Q, &Bc, &e16);
 		CU_ASSERT_FATAL(g != NULL);
-		memset(&p, 0, sizeof(p));
-		p.metric = tc->m;
-		p.d = d;
-		p.k = k;
-		p.p = tc->p;
+		case_pass(&p, tc, thr, e16);
 		p.q = Q.x;
 		p.nq = nq;
 		p.qfirst = 0;
@@ -302,26 +339,19 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 		p.nb = Bc.n;
 		p.bfirst = b0;
 		p.g = g;
-		p.self = tc->self;
-		p.has_threshold = tc->thr != T_NONE;
-		p.threshold_key = thr;
-		p.tq = tc->tq;
-		p.tb = tc->tb;
-		p.pass_cols = tc->pass;
-		p.seed = tc->seed;
 		p.whole = whole;
 		p.fmin = fmin;
 		p.rows = per_block;
-		p.tile16 = tc->t16 != 0;
-		p.e16 = e16;
 		xj_ok(&st);
-		CU_ASSERT_EQUAL_FATAL(backend_cuda_host_topk(&p, key, idx, count,
-							     gate, stats, &st),
+		CU_ASSERT_EQUAL_FATAL(backend_cuda_host_topk(&p, l.key, l.idx,
+							     l.count, l.gate,
+							     stats, &st),
 				      XJ_OK);
 		free(g);
 	}
 
-	bad = check_lists(tc, &Q, &B, thr, key, idx, count, &short_rows);
+	bad = check_lists(tc, &Q, &B, thr, l.key, l.idx, l.count,
+			  &short_rows);
 	CU_ASSERT_EQUAL(bad, 0);
 	if (tc->thr == T_TIGHT)
 		CU_ASSERT(short_rows > 0);
@@ -347,10 +377,7 @@ static void run_case(const tcase *tc, int whole, int fmin, int per_block)
 	rows_free(&B);
 	free(centres);
 	free(all);
-	free(key);
-	free(idx);
-	free(count);
-	free(gate);
+	lists_free(&l);
 }
 
 #define L2 XJ_METRIC_L2
@@ -537,6 +564,28 @@ static void test_seed_gate_bound(void)
 
 /* XJ_CUDA_RS_ROWS takes 1, 2, 4 or 8; anything else is a usage error
  * that names it (read where the backend reads its settings). */
+/* Variable name takes each of good (the default pass rows) and refuses
+ * each of bad (a usage error naming it); unset after. */
+static void env_setting(const char *name, const char *const *good,
+			size_t ngood, const char *const *bad, size_t nbad)
+{
+	xj_status st;
+
+	for (size_t i = 0; i < ngood; i++) {
+		setenv(name, good[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
+	}
+	for (size_t i = 0; i < nbad; i++) {
+		setenv(name, bad[i], 1);
+		xj_ok(&st);
+		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
+		CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
+		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, name));
+	}
+	unsetenv(name);
+}
+
 static void test_rs_rows_setting(void)
 {
 	static const char *good[] = { "1", "2", "4", "8", "" };
@@ -552,40 +601,17 @@ static void test_rs_rows_setting(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_FMIN"));
 	unsetenv("XJ_CUDA_FMIN");
 
-	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
-		setenv("XJ_CUDA_RS_ROWS", good[i], 1);
-		xj_ok(&st);
-		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
-	}
-	for (size_t i = 0; i < UNIT_COUNT(bad); i++) {
-		setenv("XJ_CUDA_RS_ROWS", bad[i], 1);
-		xj_ok(&st);
-		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
-		CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
-		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_RS_ROWS"));
-	}
-	unsetenv("XJ_CUDA_RS_ROWS");
+	env_setting("XJ_CUDA_RS_ROWS", good, UNIT_COUNT(good), bad,
+		    UNIT_COUNT(bad));
 }
 
 static void test_sym_setting(void)
 {
 	static const char *good[] = { "0", "1", "2", "" };
 	static const char *bad[] = { "3", "-1", "once" };
-	xj_status st;
 
-	for (size_t i = 0; i < UNIT_COUNT(good); i++) {
-		setenv("XJ_CUDA_SYM", good[i], 1);
-		xj_ok(&st);
-		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), 2048);
-	}
-	for (size_t i = 0; i < UNIT_COUNT(bad); i++) {
-		setenv("XJ_CUDA_SYM", bad[i], 1);
-		xj_ok(&st);
-		CU_ASSERT_EQUAL(backend_cuda_host_pass_rows(9000, &st), -1);
-		CU_ASSERT_EQUAL(st.code, XJ_EXIT_USAGE);
-		CU_ASSERT_PTR_NOT_NULL(strstr(st.msg, "XJ_CUDA_SYM"));
-	}
-	unsetenv("XJ_CUDA_SYM");
+	env_setting("XJ_CUDA_SYM", good, UNIT_COUNT(good), bad,
+		    UNIT_COUNT(bad));
 }
 
 /* ---- a self-join read once (XJ_CUDA_SYM=2) --------------------------- */
@@ -602,14 +628,13 @@ static void test_sym_setting(void)
  */
 static void run_once_case(const tcase *tc)
 {
-	int64_t n = tc->nb, d = tc->d, k = tc->k, short_rows = 0, bad;
+	int64_t n = tc->nb, d = tc->d, short_rows = 0, bad;
 	float *centres = gauss_rows(7, d, 0, 1), *qx = NULL, *bx = NULL;
-	float *g, *key, thr = 0;
-	int64_t *idx, *count;
-	double *gate;
+	float *g, thr = 0;
 	unsigned long long stats[5] = { 0, 0, 0, 0, 0 };
 	backend_cuda_host_pass p;
 	rows X;
+	lists l;
 	kv *all;
 	xj_status st;
 	int e16;
@@ -622,42 +647,24 @@ static void run_once_case(const tcase *tc)
 	free(qx);
 	CU_ASSERT_FATAL(rows_make(&X, bx, n, d) == 0);
 	all = malloc(sizeof(kv) * (size_t)(n + 1));
-	key = malloc(sizeof(float) * (size_t)(n * k));
-	idx = malloc(sizeof(int64_t) * (size_t)(n * k));
-	count = malloc(sizeof(int64_t) * (size_t)n);
-	gate = malloc(sizeof(double) * (size_t)n);
-	CU_ASSERT_FATAL(all && key && idx && count && gate);
+	CU_ASSERT_FATAL(all != NULL);
 	if (tc->thr != T_NONE)
 		thr = case_threshold(tc, &X, &X, all);
-	backend_cuda_host_topk_init(tc->m, tc->thr != T_NONE, thr, n, k, key,
-				    idx, count, gate);
+	lists_make(&l, tc, n, thr);
 	g = tile_values(tc, &X, &X, &e16);
 	CU_ASSERT_FATAL(g != NULL);
-	memset(&p, 0, sizeof(p));
-	p.metric = tc->m;
-	p.d = d;
-	p.k = k;
-	p.p = tc->p;
+	case_pass(&p, tc, thr, e16);
 	p.q = p.b = X.x;
 	p.nq = p.nb = n;
 	p.g = g;
-	p.self = 1;
-	p.has_threshold = tc->thr != T_NONE;
-	p.threshold_key = thr;
-	p.tq = tc->tq;
-	p.tb = tc->tb;
-	p.pass_cols = tc->pass;
-	p.seed = tc->seed;
 	p.whole = 1;
 	p.rows = 1;
-	p.tile16 = tc->t16 != 0;
-	p.e16 = e16;
 	xj_ok(&st);
-	CU_ASSERT_EQUAL_FATAL(backend_cuda_host_selfjoin_once(&p, key, idx,
-							      count, gate,
+	CU_ASSERT_EQUAL_FATAL(backend_cuda_host_selfjoin_once(&p, l.key, l.idx,
+							      l.count, l.gate,
 							      stats, &st),
 			      XJ_OK);
-	bad = check_lists(tc, &X, &X, thr, key, idx, count, &short_rows);
+	bad = check_lists(tc, &X, &X, thr, l.key, l.idx, l.count, &short_rows);
 	CU_ASSERT_EQUAL(bad, 0);
 	CU_ASSERT(stats[0] > 0);
 	if (tc->thr == T_TIGHT)
@@ -670,10 +677,7 @@ static void run_once_case(const tcase *tc)
 	rows_free(&X);
 	free(centres);
 	free(all);
-	free(key);
-	free(idx);
-	free(count);
-	free(gate);
+	lists_free(&l);
 }
 
 static const tcase once_cases[] = {
