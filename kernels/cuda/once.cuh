@@ -23,9 +23,10 @@
  *                (ca.cand: SYM_BLOCK) and G[r][c] as it is into gt[c][r],
  *                a transposed tile that holds only the kept elements.
  *
- * A scan block reads ONCE_ROWS rows by ONCE_COLS columns (a thread a
- * column, its rows' loads in flight together); a kept element takes its
- * slot by an atomic add to its row's or column's count.
+ * A scan block reads ONCE_ROWS rows by ONCE_COLS columns (a thread 4
+ * columns at a time, one load a row, its rows' loads in flight
+ * together); a kept element takes its slot by an atomic add to its row's
+ * or column's count.
  *
  * Each side's test is the float addition and compare the plain pass of
  * that query row and base row makes, on a dot product of the same two
@@ -85,16 +86,60 @@ XJC_HD float once_col_thr(const once_args &o, int c)
 				  ca.qnorm[c], *o.xbmax, ca.prec, ca.gunit);
 }
 
+/* Element (r, c) of value x (at graw in G): into row r's slots when
+ * fb + x passes tr (fb: column c's fn2), into column c's slots, and its
+ * raw value into gt, when fa + x passes tc (fa: row r's fn2). */
+#pragma nv_exec_check_disable
+template <class BLK, class T>
+XJC_HD void once_keep(BLK &blk, const once_args &o, int r, int c, float x,
+		      float fa, float fb, float tr, float tc, const T *graw,
+		      T *gt)
+{
+	const rowsel_args &ra = o.ra, &ca = o.ca;
+	float vr = ra.fn2 ? XJC_FADD(fb, x) : x;
+	float vc = ca.fn2 ? XJC_FADD(fa, x) : x;
+
+	if (vr <= tr)
+		ra.cand[(int64_t)r * ra.cap + blk.add(&o.rn[r], 1)] = c;
+	if (vc <= tc) {
+		ca.cand[(int64_t)c * ca.cap + blk.add(&o.cn[c], 1)] = r;
+		gt[(int64_t)c * ca.ldg + r] = *graw;
+	}
+}
+
+/* p[0..3] (one 16-byte load on the device; p on 16 bytes) */
+XJC_HD void once_f4(const float *p, float f[4])
+{
+#ifdef __CUDA_ARCH__
+	float4 x = *reinterpret_cast<const float4 *>(p);
+
+	f[0] = x.x;
+	f[1] = x.y;
+	f[2] = x.z;
+	f[3] = x.w;
+#else
+	for (int e = 0; e < 4; e++)
+		f[e] = p[e];
+#endif
+}
+
 /* Rows r0 .. r0 + nr - 1 of x (nr <= ONCE_ROWS) against columns [c0,
- * c1) of the pass, both sides; g is G, gt the transposed tile. */
+ * c1) of the pass, both sides; g is G, gt the transposed tile. A thread
+ * reads groups of 4 columns of its rows, one load a row (16 bytes of
+ * floats, 8 of halves) where G's rows and fn2 are so aligned, else one
+ * column at a time. */
 #pragma nv_exec_check_disable
 template <class BLK, class T>
 XJC_HD void once_rows(BLK &blk, once_shared &so, const once_args &o, int r0,
 		      int nr, int c0, int c1, const T *g, T *gt)
 {
-	const rowsel_args &ra = o.ra, &ca = o.ca;
+	const rowsel_args &ra = o.ra;
 	int64_t jt = (ra.j0 + c0) / ra.tb;
 	int nsub = (int)((ra.j0 + c1 - 1) / ra.tb - jt + 1);
+	bool vec = ra.ldg % 4 == 0 && c0 % 4 == 0 &&
+		   rs_aligned(g + (int64_t)r0 * ra.ldg + c0, 4 * sizeof(T)) &&
+		   (!ra.fn2 || rs_aligned(ra.fn2 + ra.j0 + c0, 16));
+	int nv = vec ? (c1 - c0) / 4 : 0;
 
 	blk.each([&](int t) {
 		for (int e = t; e < nr * nsub; e += BLK::NT) {
@@ -103,43 +148,55 @@ XJC_HD void once_rows(BLK &blk, once_shared &so, const once_args &o, int r0,
 			so.tsub[i][s] = rs_row_thr(ra, r0 + i, jt + s);
 		}
 		if (t < nr)
-			so.fa[t] = ca.fn2 ? ca.fn2[ca.j0 + r0 + t] : 0.0f;
+			so.fa[t] = o.ca.fn2 ? o.ca.fn2[o.ca.j0 + r0 + t] : 0.0f;
 	});
 	blk.each([&](int t) {
-		for (int c = c0 + t; c < c1; c += BLK::NT) {
-			int s = (int)((ra.j0 + c) / ra.tb - jt);
-			float tc = o.tcol[c];
-			float fb = ra.fn2 ? ra.fn2[ra.j0 + c] : 0.0f;
-			T raw[ONCE_ROWS];
+		for (int v = t; v < nv; v += BLK::NT) {
+			int c = c0 + 4 * v;
+			float x[ONCE_ROWS][4], tc[4], fb[4] = { 0, 0, 0, 0 };
 
 			RS_UNROLL_LOOP
 			for (int i = 0; i < ONCE_ROWS; i++)
 				if (i < nr)
-					raw[i] = g[(int64_t)(r0 + i) * ra.ldg + c];
+					rs_g4v(ra, g + (int64_t)(r0 + i) *
+						   ra.ldg, c, x[i]);
+			once_f4(o.tcol + c, tc);
+			if (ra.fn2)
+				rs_fn2_4(ra, c, fb);
 			RS_UNROLL_LOOP
 			for (int i = 0; i < ONCE_ROWS; i++) {
-				float x, vr, vc;
-
 				if (i >= nr)
 					continue;
-				x = rs_g(&raw[i], ra.gunit);
-				vr = ra.fn2 ? XJC_FADD(fb, x) : x;
-				vc = ca.fn2 ? XJC_FADD(so.fa[i], x) : x;
-				if (vr <= so.tsub[i][s]) {
-					int p = blk.add(&o.rn[r0 + i], 1);
+				for (int e = 0; e < 4; e++) {
+					int s = (int)((ra.j0 + c + e) / ra.tb -
+						      jt);
 
-					ra.cand[(int64_t)(r0 + i) * ra.cap + p] =
-						c;
-				}
-				if (vc <= tc) {
-					int p = blk.add(&o.cn[c], 1);
-
-					ca.cand[(int64_t)c * ca.cap + p] =
-						r0 + i;
-					gt[(int64_t)c * ca.ldg + r0 + i] =
-						raw[i];
+					once_keep(blk, o, r0 + i, c + e,
+						  x[i][e], so.fa[i], fb[e],
+						  so.tsub[i][s], tc[e],
+						  g + (int64_t)(r0 + i) *
+						  ra.ldg + c + e, gt);
 				}
 			}
+		}
+		for (int c = c0 + 4 * nv + t; c < c1; c += BLK::NT) {
+			int s = (int)((ra.j0 + c) / ra.tb - jt);
+			float tc = o.tcol[c];
+			float fb = ra.fn2 ? ra.fn2[ra.j0 + c] : 0.0f;
+			float x[ONCE_ROWS];
+
+			RS_UNROLL_LOOP
+			for (int i = 0; i < ONCE_ROWS; i++)
+				if (i < nr)
+					x[i] = rs_g(g + (int64_t)(r0 + i) *
+						    ra.ldg + c, ra.gunit);
+			RS_UNROLL_LOOP
+			for (int i = 0; i < ONCE_ROWS; i++)
+				if (i < nr)
+					once_keep(blk, o, r0 + i, c, x[i],
+						  so.fa[i], fb, so.tsub[i][s],
+						  tc, g + (int64_t)(r0 + i) *
+						  ra.ldg + c, gt);
 		}
 	});
 }
