@@ -41,9 +41,10 @@
  * the tile written once and read once: 2 + 2 bytes in the 16-bit tile
  * against the plain passes' 8 (docs/performance.md: "The GPU self-join's
  * 1.8x, in the 16-bit tile's bytes"), plus an atomic and a slot per
- * kept element (and a write of gt on the column side), which are few once
- * every row has its gate. The kept values' thresholds: a row's for each of the pass's
- * sub-tiles (shared memory), a column's from once_thr (one per column).
+ * kept element (and a write of gt on the column side), which are few
+ * once every row has its gate. The thresholds: a row's for each of the
+ * pass's sub-tiles (shared memory), a column's from once_thr (one per
+ * column).
  *
  * Host and device run the same code through rowsel.cuh's blocks, so the
  * tests run it on any machine (backend_cuda_host_selfjoin_once).
