@@ -108,22 +108,6 @@ XJC_HD void once_keep(BLK &blk, const once_args &o, int r, int c, float x,
 	}
 }
 
-/* p[0..3] (one 16-byte load on the device; p on 16 bytes) */
-XJC_HD void once_f4(const float *p, float f[4])
-{
-#ifdef __CUDA_ARCH__
-	float4 x = *reinterpret_cast<const float4 *>(p);
-
-	f[0] = x.x;
-	f[1] = x.y;
-	f[2] = x.z;
-	f[3] = x.w;
-#else
-	for (int e = 0; e < 4; e++)
-		f[e] = p[e];
-#endif
-}
-
 /* Rows r0 .. r0 + nr - 1 of x (nr <= ONCE_ROWS) against columns [c0,
  * c1) of the pass, both sides; g is G, gt the transposed tile. A thread
  * reads groups of 4 columns of its rows, one load a row (16 bytes of
@@ -161,7 +145,7 @@ XJC_HD void once_rows(BLK &blk, once_shared &so, const once_args &o, int r0,
 				if (i < nr)
 					rs_g4v(ra, g + (int64_t)(r0 + i) *
 						   ra.ldg, c, x[i]);
-			once_f4(o.tcol + c, tc);
+			rs_f4(o.tcol + c, tc);
 			if (ra.fn2)
 				rs_fn2_4(ra, c, fb);
 			RS_UNROLL_LOOP

@@ -273,11 +273,11 @@ XJC_HD void rs_g4v(const rowsel_args &a, const T *grow, int c, float g[4])
 #endif
 }
 
-/* fn2 of columns c .. c + 3 (one 16-byte load on the device) */
-XJC_HD void rs_fn2_4(const rowsel_args &a, int c, float f[4])
+/* p[0..3] (one 16-byte load on the device; p on 16 bytes) */
+XJC_HD void rs_f4(const float *p, float f[4])
 {
 #ifdef __CUDA_ARCH__
-	float4 x = *reinterpret_cast<const float4 *>(a.fn2 + a.j0 + c);
+	float4 x = *reinterpret_cast<const float4 *>(p);
 
 	f[0] = x.x;
 	f[1] = x.y;
@@ -285,8 +285,14 @@ XJC_HD void rs_fn2_4(const rowsel_args &a, int c, float f[4])
 	f[3] = x.w;
 #else
 	for (int e = 0; e < 4; e++)
-		f[e] = a.fn2[a.j0 + c + e];
+		f[e] = p[e];
 #endif
+}
+
+/* fn2 of columns c .. c + 3 (one 16-byte load on the device) */
+XJC_HD void rs_fn2_4(const rowsel_args &a, int c, float f[4])
+{
+	rs_f4(a.fn2 + a.j0 + c, f);
 }
 
 /* v = fn2 + G of columns c .. c + 3 from their G (v may be g) */
