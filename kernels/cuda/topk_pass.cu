@@ -337,8 +337,7 @@ int cuda_pass_once(cuda_backend *c, const xj_rows *b, int64_t i0, int na,
 	once_args o;
 	int s, kt;
 
-	if (na > SYM_BLOCK || nb > cuda_once_cols(c) || !c->tune.whole ||
-	    !c->once_cand)
+	if (na > SYM_BLOCK || nb > cuda_once_cols(c) || !c->once_cand)
 		return xj_fail(st, XJ_EXIT_INTERNAL,
 			       "a pass read once of %d x %d (at most %d x %lld)",
 			       na, nb, SYM_BLOCK,
@@ -424,122 +423,8 @@ static void host_norms(const float *x, int64_t n, int64_t d, double *n2,
 	}
 }
 
-extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
-				      float *key, int64_t *idx,
-				      int64_t *count, double *gate,
-				      unsigned long long stats[5],
-				      xj_status *st)
-{
-	int64_t d = p->d, k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
-	int64_t nsub = nb / tb + 1;
-	int64_t cap = p->whole && p->pass_cols > tb ? p->pass_cols : tb;
-	double *qq = (double *)malloc(sizeof(double) * (size_t)(nq + 1));
-	double *bb = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
-	float *qf = (float *)malloc(sizeof(float) * (size_t)(nq + 1));
-	float *qn = (float *)malloc(sizeof(float) * (size_t)(nq + 1));
-	float *fn2 = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
-	float *bn = (float *)malloc(sizeof(float) * (size_t)(nb + 1));
-	float *submax = (float *)calloc((size_t)nsub, sizeof(float));
-	float *subfmin = (float *)malloc(sizeof(float) * (size_t)nsub);
-	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * cap));
-	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
-	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
-					  (size_t)(p->tq * k));
-	__half *gh = p->tile16 ? (__half *)malloc(sizeof(__half) *
-						   (size_t)(nq * nb + 1)) :
-				 NULL;
-	int rc = XJ_OK;
-
-	if (!qq || !bb || !qf || !qn || !fn2 || !bn || !submax || !subfmin ||
-	    !cand ||
-	    !tkey || !tidx || (p->tile16 && !gh)) {
-		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
-		goto done;
-	}
-	for (int64_t e = 0; p->tile16 && e < nq * nb; e++) {
-		gh[e] = __float2half_rn(p->g[e]);
-		if (!(__half2float(gh[e]) == p->g[e]) || p->p != XJ_PREC_FP16) {
-			rc = xj_fail(st, XJ_EXIT_INTERNAL,
-				     "host pass: %a is no fp16 value", p->g[e]);
-			goto done;
-		}
-	}
-	/* poison what the kernel must write before it reads */
-	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * cap));
-	memset(tkey, 0xa5, sizeof(float) * (size_t)(p->tq * k));
-	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
-	host_norms(p->q, nq, d, qq, qf, qn);
-	host_norms(p->b, nb, d, bb, fn2, bn);
-	for (int64_t j = 0; j < nsub; j++)
-		subfmin[j] = INFINITY;
-	for (int64_t j = 0; j < nb; j++) {
-		submax[j / tb] = fmaxf(submax[j / tb], bn[j]);
-		subfmin[j / tb] = fminf(subfmin[j / tb], fn2[j]);
-	}
-	for (int64_t i0 = 0; i0 < nq && !rc; i0 += p->tq)
-		for (int64_t j0 = 0; j0 < nb && !rc; j0 += p->pass_cols) {
-			int tq = (int)MIN64(p->tq, nq - i0);
-			rowsel_args a;
-
-			memset(&a, 0, sizeof(a));
-			a.g = gh ? NULL : p->g + i0 * nb + j0;
-			a.gh = gh ? gh + i0 * nb + j0 : NULL;
-			a.gunit = gh ? ldexpf(1.0f, -p->e16) : 0.0f;
-			a.ldg = nb;
-			a.ncols = (int)MIN64(p->pass_cols, nb - j0);
-			a.j0 = j0;
-			a.tb = tb;
-			a.fn2 = xjc_is_sq(p->metric) ? fn2 : NULL;
-			a.subfmin = a.fn2 && p->fmin ? subfmin : NULL;
-			a.submax = submax;
-			a.m = (int)p->metric;
-			a.d = d;
-			a.prec = (int)p->p;
-			a.qx = p->q + i0 * d;
-			a.qq = qq + i0;
-			a.qnorm = qn + i0;
-			a.gate = gate + i0;
-			a.bx = p->b;
-			a.bb = bb;
-			a.self = p->self;
-			a.qfirst = p->qfirst + i0;
-			a.bfirst = p->bfirst;
-			a.has_thr = p->has_threshold;
-			a.thr_key = p->threshold_key;
-			a.gate0 = p->has_threshold ?
-				  xjc_gate_approx((int)p->metric,
-						  p->threshold_key) : INFINITY;
-			a.k = k;
-			a.ekey = key + i0 * k;
-			a.eidx = idx + i0 * k;
-			a.ecount = count + i0;
-			a.tkey = tkey;
-			a.tidx = tidx;
-			a.cand = cand;
-			a.cap = cap;
-			a.seed = p->seed;
-			a.whole = p->whole;
-			a.rows = p->rows ? p->rows : 1;
-			a.stats = stats;
-			rc = rowsel_host(a, tq, st);
-		}
-done:
-	free(qq);
-	free(bb);
-	free(qf);
-	free(qn);
-	free(fn2);
-	free(bn);
-	free(submax);
-	free(subfmin);
-	free(cand);
-	free(tkey);
-	free(tidx);
-	free(gh);
-	return rc;
-}
-
-/* The shared rows' norms and sub-tile maxima, as base_prepare makes them. */
+/* Rows' norms and sub-tile maxima, as prep_norms and base_prepare make
+ * them. */
 struct host_rows {
 	double *n2;
 	float *fn2, *fnorm, *submax;
@@ -566,6 +451,123 @@ static int host_rows_make(host_rows *h, const float *x, int64_t n, int64_t d,
 	for (int64_t j = 0; j < n; j++)
 		h->submax[j / tb] = fmaxf(h->submax[j / tb], h->fnorm[j]);
 	return 0;
+}
+
+/* rowsel's arguments on the host for query rows q0.. of p (norms qr)
+ * against the base rows (norms br) from chunk row j0, the lists and
+ * gates from row q0; the caller adds the tile, its slots and the scan's
+ * settings. */
+static rowsel_args host_args(const backend_cuda_host_pass *p,
+			     const host_rows *qr, const host_rows *br,
+			     int64_t q0, int64_t j0, float *key, int64_t *idx,
+			     int64_t *count, double *gate, float *tkey,
+			     int64_t *tidx, unsigned long long *stats)
+{
+	rowsel_args a;
+
+	memset(&a, 0, sizeof(a));
+	a.j0 = j0;
+	a.tb = p->tb;
+	a.fn2 = xjc_is_sq(p->metric) ? br->fn2 : NULL;
+	a.submax = br->submax;
+	a.m = (int)p->metric;
+	a.d = p->d;
+	a.prec = (int)p->p;
+	a.qx = p->q + q0 * p->d;
+	a.qq = qr->n2 + q0;
+	a.qnorm = qr->fnorm + q0;
+	a.gate = gate + q0;
+	a.bx = p->b;
+	a.bb = br->n2;
+	a.self = p->self;
+	a.qfirst = p->qfirst + q0;
+	a.bfirst = p->bfirst;
+	a.has_thr = p->has_threshold;
+	a.thr_key = p->threshold_key;
+	a.gate0 = p->has_threshold ?
+		  xjc_gate_approx((int)p->metric, p->threshold_key) : INFINITY;
+	a.k = p->k;
+	a.ekey = key + q0 * p->k;
+	a.eidx = idx + q0 * p->k;
+	a.ecount = count + q0;
+	a.tkey = tkey;
+	a.tidx = tidx;
+	a.rows = 1;
+	a.stats = stats;
+	return a;
+}
+
+extern "C" int backend_cuda_host_topk(const backend_cuda_host_pass *p,
+				      float *key, int64_t *idx,
+				      int64_t *count, double *gate,
+				      unsigned long long stats[5],
+				      xj_status *st)
+{
+	int64_t k = p->k, nq = p->nq, nb = p->nb, tb = p->tb;
+	int64_t nsub = nb / tb + 1;
+	int64_t cap = p->whole && p->pass_cols > tb ? p->pass_cols : tb;
+	host_rows qr = { NULL, NULL, NULL, NULL }, br = qr;
+	float *subfmin = (float *)malloc(sizeof(float) * (size_t)nsub);
+	int *cand = (int *)malloc(sizeof(int) * (size_t)(p->tq * cap));
+	float *tkey = (float *)malloc(sizeof(float) * (size_t)(p->tq * k));
+	int64_t *tidx = (int64_t *)malloc(sizeof(int64_t) *
+					  (size_t)(p->tq * k));
+	__half *gh = p->tile16 ? (__half *)malloc(sizeof(__half) *
+						   (size_t)(nq * nb + 1)) :
+				 NULL;
+	int rc = XJ_OK;
+
+	if (!subfmin || !cand || !tkey || !tidx || (p->tile16 && !gh) ||
+	    host_rows_make(&qr, p->q, nq, p->d, tb) ||
+	    host_rows_make(&br, p->b, nb, p->d, tb)) {
+		rc = xj_fail(st, XJ_EXIT_RESOURCE, "host pass: out of memory");
+		goto done;
+	}
+	for (int64_t e = 0; p->tile16 && e < nq * nb; e++) {
+		gh[e] = __float2half_rn(p->g[e]);
+		if (!(__half2float(gh[e]) == p->g[e]) || p->p != XJ_PREC_FP16) {
+			rc = xj_fail(st, XJ_EXIT_INTERNAL,
+				     "host pass: %a is no fp16 value", p->g[e]);
+			goto done;
+		}
+	}
+	/* poison what the kernel must write before it reads */
+	memset(cand, 0xa5, sizeof(int) * (size_t)(p->tq * cap));
+	memset(tkey, 0xa5, sizeof(float) * (size_t)(p->tq * k));
+	memset(tidx, 0xa5, sizeof(int64_t) * (size_t)(p->tq * k));
+	for (int64_t j = 0; j < nsub; j++)
+		subfmin[j] = INFINITY;
+	for (int64_t j = 0; j < nb; j++)
+		subfmin[j / tb] = fminf(subfmin[j / tb], br.fn2[j]);
+	for (int64_t i0 = 0; i0 < nq && !rc; i0 += p->tq)
+		for (int64_t j0 = 0; j0 < nb && !rc; j0 += p->pass_cols) {
+			int tq = (int)MIN64(p->tq, nq - i0);
+			rowsel_args a = host_args(p, &qr, &br, i0, j0, key, idx,
+						  count, gate, tkey, tidx,
+						  stats);
+
+			a.g = gh ? NULL : p->g + i0 * nb + j0;
+			a.gh = gh ? gh + i0 * nb + j0 : NULL;
+			a.gunit = gh ? ldexpf(1.0f, -p->e16) : 0.0f;
+			a.ldg = nb;
+			a.ncols = (int)MIN64(p->pass_cols, nb - j0);
+			a.subfmin = a.fn2 && p->fmin ? subfmin : NULL;
+			a.cand = cand;
+			a.cap = cap;
+			a.seed = p->seed;
+			a.whole = p->whole;
+			a.rows = p->rows ? p->rows : 1;
+			rc = rowsel_host(a, tq, st);
+		}
+done:
+	host_rows_free(&qr);
+	host_rows_free(&br);
+	free(subfmin);
+	free(cand);
+	free(tkey);
+	free(tidx);
+	free(gh);
+	return rc;
 }
 
 /* Block [x0, x0 + nx) against its own rows: backend_cuda_host_topk on a
@@ -658,6 +660,8 @@ extern "C" int backend_cuda_host_selfjoin_once(const backend_cuda_host_pass *p,
 				rowsel_args *a = side ? &o.ca : &o.ra;
 				int64_t q0 = side ? j0 : x0, b0 = side ? x0 : j0;
 
+				*a = host_args(p, &h, &h, q0, b0, key, idx, count,
+					       gate, tkey, tidx, stats);
 				a->ldg = side ? nx : n;
 				if (gh)
 					a->gh = side ? (const __half *)gt :
@@ -666,38 +670,9 @@ extern "C" int backend_cuda_host_selfjoin_once(const backend_cuda_host_pass *p,
 					a->g = side ? gt : p->g + x0 * n + j0;
 				a->gunit = gh ? ldexpf(1.0f, -p->e16) : 0.0f;
 				a->ncols = (int)(side ? nx : nb);
-				a->j0 = b0;
-				a->tb = p->tb;
-				a->fn2 = xjc_is_sq(p->metric) ? h.fn2 : NULL;
-				a->submax = h.submax;
-				a->m = (int)p->metric;
-				a->d = d;
-				a->prec = (int)p->p;
-				a->qx = p->q + q0 * d;
-				a->qq = h.n2 + q0;
-				a->qnorm = h.fnorm + q0;
-				a->gate = gate + q0;
-				a->bx = p->b;
-				a->bb = h.n2;
-				a->self = 1;
-				a->qfirst = q0;
-				a->has_thr = p->has_threshold;
-				a->thr_key = p->threshold_key;
-				a->gate0 = p->has_threshold ?
-					   xjc_gate_approx((int)p->metric,
-							   p->threshold_key) :
-					   INFINITY;
-				a->k = k;
-				a->ekey = key + q0 * k;
-				a->eidx = idx + q0 * k;
-				a->ecount = count + q0;
-				a->tkey = tkey;
-				a->tidx = tidx;
 				a->cand = side ? ccand : rcand;
 				a->cap = side ? bs : w;
 				a->whole = 1;
-				a->rows = 1;
-				a->stats = stats;
 			}
 			o.na = (int)nx;
 			o.nb = (int)nb;
